@@ -1,0 +1,33 @@
+"""tf_preempt: preemptive all-reduce scheduling (PACE) for tf.distribute.
+
+The planner (`tf_preempt.plan`) is pure numpy and is imported eagerly; the
+TensorFlow-facing API is imported on first use, so `import tf_preempt.plan`
+never loads TensorFlow.
+"""
+
+import importlib
+
+from tf_preempt.plan import CostModel
+from tf_preempt.plan import Plan
+from tf_preempt.plan import TrainingDAG
+from tf_preempt.plan import make_plan
+from tf_preempt.plan import simulate
+
+__version__ = "0.1.0"
+
+# Public name -> module that defines it; these modules import TensorFlow.
+_LAZY = {
+}
+
+
+def __getattr__(name):
+  module = _LAZY.get(name)
+  if module is None:
+    raise AttributeError(f"module 'tf_preempt' has no attribute {name!r}")
+  value = getattr(importlib.import_module(module), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_LAZY))
