@@ -1,0 +1,104 @@
+"""K training steps in one flat graph, so step k+1 overlaps step k's reduction.
+
+Stock Keras runs each step as its own `tf.function` (and `steps_per_execution`
+calls one nested function per step inside a while loop). A function call
+waits for all of its side effects, so the next step's forward pass cannot
+start before the last gradient of this step is reduced and applied: priority
+scheduling would buy nothing.
+
+`unroll_train_steps(model)` replaces the model's train function with one that
+traces `model.steps_per_execution` calls of `model.train_step` back to back
+in ONE `tf.function`, with no nested function calls. Automatic control
+dependencies then order each step's read of a variable after the previous
+step's update of that same variable only, so step k+1's first layer waits for
+its own parameter update, not for the whole reduction.
+
+Keras semantics are kept: `fit`'s loop still hands over one block of
+`steps_per_execution` batches per call and calls the callbacks once per
+block, the metrics and the optimizer's iteration count advance once per
+step, and a last block with fewer batches runs a function traced for that
+many steps (traced once, cached).
+"""
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from tf_preempt.keras import keras_internals
+
+
+class UnrolledTrainFunction:
+  """`model.train_function` that runs a block of steps in one flat graph.
+
+  The batches of a block are taken from the distributed iterator eagerly and
+  passed to the traced function as arguments; that is how the function knows
+  how many steps it runs without a data-dependent branch (a `tf.cond` would
+  put the steps in a nested function again).
+  """
+
+  def __init__(self, model):
+    self._model = model
+    self._functions: Dict[int, object] = {}
+
+  def _steps(self, batches):
+    model = self._model
+    strategy = model.distribute_strategy
+    outputs = None
+    for batch in batches:
+      outputs = strategy.run(model.train_step, args=(batch,))
+    # Metrics are stateful: the last step's logs are the block's logs, as in
+    # stock Keras.
+    return keras_internals.reduce_per_replica(outputs, strategy, "auto")
+
+  def function_for(self, num_steps: int):
+    """Returns the (cached) function that runs `num_steps` steps."""
+    fn = self._functions.get(num_steps)
+    if fn is None:
+      fn = self._steps
+      if not self._model.run_eagerly:
+        fn = tf.function(fn, reduce_retracing=True, autograph=False)
+      self._functions[num_steps] = fn
+    return fn
+
+  def __call__(self, iterator):
+    batches = []
+    for _ in range(self._model.steps_per_execution):
+      try:
+        batches.append(next(iterator))
+      except (StopIteration, tf.errors.OutOfRangeError):
+        break
+    if not batches:
+      raise StopIteration
+    return self.function_for(len(batches))(tuple(batches))
+
+
+def unroll_train_steps(model, steps: Optional[int] = None):
+  """Makes `model.fit` run each block of steps in one flat graph.
+
+  Call after `model.compile` or before it: the replacement survives a
+  re-compile (compile only drops the traced function).
+
+  Args:
+    model: a Keras 3 model on the TensorFlow backend.
+    steps: the number of steps per block; None keeps the model's
+      `steps_per_execution` (from `compile`).
+
+  Returns:
+    The model, for chaining.
+
+  Raises:
+    ValueError: if `steps` is not a positive integer.
+  """
+  if steps is not None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+      raise ValueError(f"steps must be a positive integer, got {steps!r}.")
+    model.steps_per_execution = steps
+
+  def make_train_function(force=False):
+    if model.train_function is None or force:
+      model.train_function = UnrolledTrainFunction(model)
+    return model.train_function
+
+  model.make_train_function = make_train_function
+  model.train_function = None
+  return model
