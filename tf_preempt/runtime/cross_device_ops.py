@@ -1,0 +1,333 @@
+"""`PreemptiveAllReduce`: cross-device ops that execute a plan.
+
+Stock `CollectiveAllReduce` reverses the gradient list and all-reduces it in
+packs of `bytes_per_pack`. This class replaces only that decision: it binds a
+`Plan` to the gradients (`binding`), then for each collective of the plan, in
+plan order, slices the pieces out of the flattened gradients, concatenates
+them, issues one `CollectiveReduceV2` through TensorFlow's own per-device
+launcher, and splits the result back. Everything else -- the launchers, the
+key allocator, the launch lock, the eager thread pool, `reduce`/`batch_reduce`
+with their destination handling, all-gather, broadcast, `IndexedSlices` -- is
+inherited from `CollectiveAllReduce`, so the two behave alike wherever a plan
+plays no part.
+
+Order. Every collective of a replica goes through the same launcher, which
+passes its device's ordering token to each op; automatic control
+dependencies then chain the ops in the order Python issued them. That order
+is the plan's on every device and every worker, which is what NCCL needs
+(NCCL deadlocks if two devices launch the same collectives in different
+orders) and what CollectiveReduceV2 needs to match instance keys.
+
+Agreement. With more than one worker, before the first collective of each
+plan the workers all-gather a fixed-size summary of it (`agreement`); a
+mismatch raises `PlanMismatchError` on every worker instead of a hang. The
+check runs once per plan and process, eagerly, when the plan is first bound
+(at trace time inside `tf.function`), so steps pay nothing for it.
+
+Timeouts. Unless the options set one, every collective gets
+`DEFAULT_TIMEOUT_SECONDS`, so a dead peer surfaces as
+`tf.errors.DeadlineExceededError` instead of a hang.
+"""
+
+import copy
+import threading
+from typing import Any, Dict, Optional
+
+from absl import logging
+import tensorflow as tf
+
+from tf_preempt.plan.plan import Plan
+from tf_preempt.runtime import agreement
+from tf_preempt.runtime import binding
+from tf_preempt.runtime import default_plan
+from tf_preempt.runtime import tf_internals
+
+ReduceOp = tf_internals.ReduceOp
+CommunicationOptions = tf_internals.CommunicationOptions
+
+# Long enough for the slowest worker's first trace and compile on a loaded
+# machine, short enough that a dead peer does not block a job forever.
+DEFAULT_TIMEOUT_SECONDS = 600.0
+
+
+def _worker_of(device: str) -> int:
+  spec = tf.DeviceSpec.from_string(device)
+  return spec.task or 0
+
+
+class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
+  """All-reduce with collective ops, in the order and fusion of a plan.
+
+  Use it wherever `CollectiveAllReduce` is used; the strategies
+  `PreemptiveMirroredStrategy` and `PreemptiveMultiWorkerMirroredStrategy`
+  install it for you:
+
+  ```python
+  ops = PreemptiveAllReduce(devices=["/cpu:0", "/cpu:1"], scheduler="pace")
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                            cross_device_ops=ops)
+  ```
+
+  The plan applies to every all-reduce of exactly as many values as the plan
+  has tensors (the gradient all-reduce); those values must match it by
+  position, dtype and shape. Other all-reduces (a loss, a metric) and all
+  all-reduces when no plan is given get a plan made by `scheduler` from the
+  values' sizes alone.
+  """
+
+  def __init__(self,
+               devices,
+               group_size: Optional[int] = None,
+               options=None,
+               collective_keys=None,
+               plan: Optional[Plan] = None,
+               scheduler: str = "pace",
+               scheduler_options: Optional[Dict[str, Any]] = None,
+               canonicalize_devices: bool = True,
+               worker_index: Optional[int] = None):
+    """Initializes the object.
+
+    Args:
+      devices: the local devices, one replica each.
+      group_size: the number of replicas over all workers; defaults to
+        `len(devices)` (one worker).
+      options: default `tf.distribute.experimental.CommunicationOptions`;
+        per-call options override them. Without a timeout,
+        `DEFAULT_TIMEOUT_SECONDS` is used.
+      collective_keys: the strategy's key allocator, so that this object and
+        the strategy's other collectives never collide; a new one if None.
+      plan: an optional `Plan` for the gradient all-reduce.
+      scheduler: how to plan all-reduces that `plan` does not cover: one of
+        "pace", "priority", "fifo", "tf_default", "tf_packed", "horovod",
+        "ddp", "bytescheduler".
+      scheduler_options: options for the scheduler (e.g. `bytes_per_pack`
+        for "tf_packed"), JSON-serialisable.
+      canonicalize_devices: as for `CollectiveAllReduce`.
+      worker_index: this worker's index in the cluster, for messages;
+        defaults to the task of the first device.
+
+    Raises:
+      TypeError: if `plan` is not a `Plan`.
+      ValueError: on an unknown scheduler or a bad group size.
+    """
+    if plan is not None and not isinstance(plan, Plan):
+      raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+    default_plan.check_scheduler(scheduler)
+    if options is None:
+      options = CommunicationOptions()
+    if options.timeout_seconds is None:
+      options = options.merge(
+          CommunicationOptions(timeout_seconds=DEFAULT_TIMEOUT_SECONDS))
+    if group_size is None:
+      group_size = len(devices)
+    super().__init__(devices, group_size, options,
+                     collective_keys=collective_keys,
+                     canonicalize_devices=canonicalize_devices)
+    self._plan = plan
+    self._scheduler = scheduler
+    self._scheduler_options = dict(scheduler_options or {})
+    self._worker_index = (_worker_of(devices[0]) if worker_index is None
+                          else int(worker_index))
+    # Bound plans by the values' signature; binding and default planning are
+    # pure functions of it, so each is done once per signature.
+    self._bound: Dict[Any, binding.BoundPlan] = {}
+    self._agreed = set()
+    # Guards the two caches; replicas bind concurrently in eager mode.
+    self._plan_lock = threading.RLock()
+    self._logged = set()
+
+  # --- properties ----------------------------------------------------------
+
+  @property
+  def plan(self) -> Optional[Plan]:
+    """The user's plan, or None."""
+    return self._plan
+
+  @property
+  def scheduler(self) -> str:
+    return self._scheduler
+
+  @property
+  def group_size(self) -> int:
+    return tf_internals.cross_device_ops_state(self).group_size
+
+  @property
+  def devices(self):
+    return tf_internals.cross_device_ops_state(self).devices
+
+  # --- binding -------------------------------------------------------------
+
+  def bind(self, values, options=None) -> binding.BoundPlan:
+    """Returns the plan these values would be all-reduced with.
+
+    Args:
+      values: a nested structure of tensors / `IndexedSlices` of one replica.
+      options: optional `CommunicationOptions` (their `bytes_per_pack` is
+        read by the "tf_default" scheduler, as by stock).
+
+    Returns:
+      The `BoundPlan`.
+
+    Raises:
+      ValueError: if the user's plan covers this many values but does not
+        fit them (naming the first value that differs).
+    """
+    flat = tf.nest.flatten(values)
+    specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
+    opts = tf_internals.cross_device_ops_state(self).options.merge(options)
+    return self._bind(specs, opts)
+
+  def _bind(self, specs, options) -> binding.BoundPlan:
+    eager = tf.executing_eagerly()
+    key = (tuple(s.key() for s in specs), eager, options.bytes_per_pack)
+    with self._plan_lock:
+      bound = self._bound.get(key)
+      if bound is not None:
+        return bound
+      if self._plan is not None and len(self._plan.tensors) == len(specs):
+        bound = binding.bind_plan(self._plan, specs)
+      else:
+        if self._plan is not None:
+          self._log_once(
+              ("other", len(specs)),
+              "tf_preempt: the plan has %d tensors; an all-reduce of %d "
+              "values uses a %r plan instead.", len(self._plan.tensors),
+              len(specs), self._scheduler)
+        positions = binding.plannable(specs)
+        plan = default_plan.make_default_plan(
+            specs, positions, self._scheduler, self.group_size,
+            bytes_per_pack=options.bytes_per_pack, eager=eager,
+            scheduler_options=self._scheduler_options)
+        bound = binding.bind_default(plan, positions, specs)
+      self._bound[key] = bound
+      return bound
+
+  def _log_once(self, key, msg, *args):
+    if key not in self._logged:
+      self._logged.add(key)
+      logging.info(msg, *args)
+
+  # --- agreement -----------------------------------------------------------
+
+  def _ensure_agreement(self, bound: binding.BoundPlan, options) -> None:
+    """Checks once per plan that all workers hold the same one."""
+    fingerprint = bound.plan.fingerprint()
+    with self._plan_lock:
+      if fingerprint in self._agreed:
+        return
+      sig = agreement.signature(bound.plan, self._worker_index)
+      # Eagerly, even while tracing: the check must finish before any of the
+      # plan's collectives is even built, and must not cost every step.
+      with tf.init_scope():
+        gathered = self._all_gather_signature(sig, options)
+      agreement.check_signatures(
+          gathered.reshape(-1, agreement.SIGNATURE_LENGTH),
+          plan_summary=str(bound.plan.summary()))
+      self._agreed.add(fingerprint)
+
+  def _all_gather_signature(self, sig, options):
+    state = tf_internals.cross_device_ops_state(self)
+    devices, launchers = state.devices, state.launchers
+
+    # One function over all local replicas: eager collectives block until
+    # every replica has joined, so they must be launched together.
+    @tf.function(autograph=False)
+    def gather():
+      outputs = []
+      for launcher, device in zip(launchers, devices):
+        with tf.device(device):
+          outputs.append(tf_internals.launcher_all_gather(
+              launcher, tf.constant(sig), options))
+      return outputs
+
+    return gather()[0].numpy()
+
+  # --- the all-reduce ------------------------------------------------------
+
+  def _all_reduce(self, reduce_op, value, replica_id, options):
+    """Implements `CrossDeviceOps._all_reduce` by executing the plan."""
+    state = tf_internals.cross_device_ops_state(self)
+    devices, group_size, launchers = (state.devices, state.group_size,
+                                      state.launchers)
+    base_options = state.options
+    options = base_options.merge(options)
+    flat = tf.nest.flatten(value)
+    specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
+    bound = self._bind(specs, options)
+    if bound.plan is not None and self._num_between_graph_workers > 1:
+      self._ensure_agreement(bound, options)
+    launcher = launchers[replica_id]
+    device = devices[replica_id]
+    if not tf.executing_eagerly() and replica_id == 0:
+      logging.info(
+          "tf_preempt all_reduce: %d values in %d collectives (%s plan, "
+          "fingerprint %s), %d IndexedSlices, group_size = %d, "
+          "implementation = %s", len(flat), len(bound.steps),
+          bound.plan.scheduler if bound.plan else "no",
+          bound.plan.fingerprint()[:12] if bound.plan else "-",
+          len(bound.sparse), group_size, options.implementation)
+
+    results = [None] * len(flat)
+    with tf.device(device):
+      self._run_steps(launcher, flat, specs, bound, options, results)
+      for pos in bound.passthrough:
+        results[pos] = tf.identity(flat[pos])
+      if reduce_op == ReduceOp.MEAN:
+        for pos in range(len(flat)):
+          if pos not in bound.sparse:
+            results[pos] = results[pos] / group_size
+    # IndexedSlices: all-gathered after the dense values, as stock does.
+    for pos in bound.sparse:
+      reduced = launcher.all_reduce_indexed_slices(flat[pos], options)
+      if reduce_op == ReduceOp.MEAN:
+        with tf.device(device):
+          reduced = tf.IndexedSlices(values=reduced.values / group_size,
+                                     indices=reduced.indices,
+                                     dense_shape=reduced.dense_shape)
+      results[pos] = reduced
+    return tf.nest.pack_sequence_as(value, results)
+
+  def _run_steps(self, launcher, flat, specs, bound, options, results):
+    """Issues the bound plan's collectives in order and stitches results."""
+    flats = {}
+
+    def flat_of(pos):
+      if pos not in flats:
+        flats[pos] = tf.reshape(flat[pos], [-1])
+      return flats[pos]
+
+    reduced_pieces = {}
+    for step in bound.steps:
+      parts = []
+      for pos, offset, count in step:
+        whole = (count is binding.WHOLE or
+                 (offset == 0 and count == specs[pos].num_elements))
+        parts.append(flat_of(pos) if whole else
+                     flat_of(pos)[offset:offset + count])
+      fused = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+      reduced = launcher.all_reduce(fused, None, options)
+      if len(parts) == 1:
+        outputs = [reduced]
+      else:
+        outputs = tf.split(reduced, [count for _, _, count in step], axis=0)
+      for (pos, offset, _), out in zip(step, outputs):
+        reduced_pieces.setdefault(pos, []).append((offset, out))
+
+    for pos, pieces in reduced_pieces.items():
+      pieces.sort(key=lambda p: p[0])
+      joined = (pieces[0][1] if len(pieces) == 1 else
+                tf.concat([p[1] for p in pieces], axis=0))
+      shape = (specs[pos].shape.as_list() if specs[pos].known
+               else tf.shape(flat[pos]))
+      results[pos] = tf.reshape(joined, shape)
+
+  def __deepcopy__(self, memo):
+    # distribute_coordinator deep-copies strategies, as for the base class.
+    state = tf_internals.cross_device_ops_state(self)
+    return PreemptiveAllReduce(
+        state.devices, state.group_size, state.options,
+        copy.deepcopy(state.collective_keys, memo),
+        plan=self._plan, scheduler=self._scheduler,
+        scheduler_options=self._scheduler_options,
+        canonicalize_devices=state.canonicalize_devices,
+        worker_index=self._worker_index)

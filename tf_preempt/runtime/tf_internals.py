@@ -1,0 +1,161 @@
+"""Every use of TensorFlow's private distribute internals, in one place.
+
+The runtime reuses TensorFlow's own collective machinery rather than copying
+it: the `CollectiveAllReduce` cross-device ops (its launchers, key allocator,
+locking and gather/broadcast paths), the per-device `CollectiveReplicaLauncher`
+that chains collectives through an ordering token, the packing helper
+`group_by_size` (so that the stock-equivalent plans pack exactly as stock
+does), and the strategy `Extended` classes that the package's strategies
+extend. None of these are public API, so they are imported here only, behind a
+check of the TensorFlow version they were verified against. Upgrading
+TensorFlow means re-reading the TF sources named in each section below and
+then widening `SUPPORTED_TF_VERSIONS`.
+"""
+
+import collections
+import re
+
+import tensorflow as tf
+
+# Major.minor releases whose private internals this module was verified on.
+SUPPORTED_TF_VERSIONS = ("2.21",)
+
+
+class UnsupportedTensorFlowError(ImportError):
+  """The installed TensorFlow is not one whose internals the runtime knows."""
+
+
+def check_tf_version(version=None):
+  """Checks that `version` is a TensorFlow release the runtime supports.
+
+  Args:
+    version: a TensorFlow version string such as "2.21.0"; defaults to the
+      installed `tf.__version__`.
+
+  Returns:
+    The supported major.minor string that matched, e.g. "2.21".
+
+  Raises:
+    UnsupportedTensorFlowError: if the version is not a supported release.
+  """
+  version = tf.__version__ if version is None else str(version)
+  match = re.match(r"^(\d+)\.(\d+)(\.|$|rc|-)", version)
+  major_minor = f"{match.group(1)}.{match.group(2)}" if match else None
+  if major_minor not in SUPPORTED_TF_VERSIONS:
+    supported = ", ".join(f"{v}.x" for v in SUPPORTED_TF_VERSIONS)
+    raise UnsupportedTensorFlowError(
+        f"tf_preempt's runtime builds on private TensorFlow distribute "
+        f"internals that were verified on TensorFlow {supported} only, but "
+        f"TensorFlow {version} is installed. Install a supported release "
+        f"(pip install 'tensorflow-cpu>=2.21,<2.22' or "
+        f"'tf-preempt[cpu]'); the planner (tf_preempt.plan) works without "
+        f"TensorFlow.")
+  return major_minor
+
+
+check_tf_version()
+
+# pylint: disable=g-direct-tensorflow-import,g-import-not-at-top,protected-access,unused-import
+# --- tensorflow/python/distribute/cross_device_ops.py, cross_device_utils.py
+from tensorflow.python.distribute import collective_util
+from tensorflow.python.distribute import cross_device_ops as _cross_device_ops
+from tensorflow.python.distribute import cross_device_utils as _cross_device_utils
+from tensorflow.python.distribute import reduce_util
+
+CollectiveAllReduce = _cross_device_ops.CollectiveAllReduce
+CollectiveKeys = _cross_device_utils.CollectiveKeys
+CollectiveReplicaLauncher = _cross_device_utils.CollectiveReplicaLauncher
+CommunicationImplementation = collective_util.CommunicationImplementation
+CommunicationOptions = collective_util.Options
+ReduceOp = reduce_util.ReduceOp
+group_by_size = _cross_device_utils.group_by_size
+split_by_sparsity = _cross_device_utils.split_by_sparsity
+stitch_values = _cross_device_utils.stitch_values
+
+# --- tensorflow/python/distribute/mirrored_strategy.py,
+#     collective_all_reduce_strategy.py, distribute_lib.py
+from tensorflow.python.distribute import collective_all_reduce_strategy as _mwms
+from tensorflow.python.distribute import distribute_lib as _distribute_lib
+from tensorflow.python.distribute import mirrored_strategy as _mirrored
+
+MirroredExtended = _mirrored.MirroredExtended
+CollectiveAllReduceExtended = _mwms.CollectiveAllReduceExtended
+StrategyBase = _distribute_lib.Strategy
+# pylint: enable=g-direct-tensorflow-import,g-import-not-at-top,unused-import
+
+
+def launcher_all_gather(launcher, tensor, options):
+  """All-gathers a dense tensor along axis 0 with one replica's launcher.
+
+  Uses the launcher's raw all-gather (no shape negotiation): every replica
+  must pass a tensor of the same shape. It takes the launcher's next instance
+  key and ordering token, like its all-reduce.
+
+  Args:
+    launcher: a `CollectiveReplicaLauncher`.
+    tensor: the dense tensor to gather.
+    options: a `CommunicationOptions`.
+
+  Returns:
+    The gathered tensor, of shape [group_size * d0, ...].
+  """
+  return launcher._all_gather(tensor, options)
+
+
+def launcher_device(launcher):
+  """Returns the device a `CollectiveReplicaLauncher` launches on."""
+  return launcher._device
+
+
+CollectiveState = collections.namedtuple(
+    "CollectiveState", ["devices", "group_size", "options", "collective_keys",
+                        "launchers", "canonicalize_devices"])
+
+
+def cross_device_ops_state(ops_):
+  """Returns the `CollectiveState` of a `CollectiveAllReduce` (or subclass)."""
+  return CollectiveState(ops_._devices, ops_._group_size, ops_._options,
+                         ops_._collective_keys, ops_._launchers,
+                         ops_._canonicalize_devices)
+
+
+def replace_collective_ops(extended, make_ops, communication_options=None):
+  """Swaps a mirrored strategy's `CollectiveAllReduce` for another one.
+
+  The strategy has already built its stock `CollectiveAllReduce` (devices,
+  group size, key allocator): the replacement is made from the same state, so
+  it shares the group key and the instance-key counter and the two can never
+  disagree on which collective is which.
+
+  Args:
+    extended: a `MirroredExtended` or `CollectiveAllReduceExtended`.
+    make_ops: callable(devices, group_size, options, collective_keys) that
+      returns the replacement cross-device ops.
+    communication_options: optional `CommunicationOptions` merged into the
+      strategy's defaults first (`MirroredStrategy` takes none of its own).
+
+  Returns:
+    The replacement, or None if the strategy does not use collectives (e.g.
+    `MirroredStrategy` over a mix of CPUs and GPUs falls back to
+    `ReductionToOneDevice`), in which case it is left unchanged.
+  """
+  if communication_options is not None:
+    extended._communication_options = (
+        extended._communication_options.merge(communication_options))
+  stock = extended._cross_device_ops
+  if not isinstance(stock, CollectiveAllReduce):
+    return None
+  replacement = make_ops(stock._devices, stock._group_size,
+                         extended._communication_options,
+                         stock._collective_keys)
+  extended._cross_device_ops = replacement
+  if isinstance(getattr(extended, "_collective_ops", None),
+                CollectiveAllReduce):
+    extended._collective_ops = replacement
+  return replacement
+
+
+def extended_worker_info(extended):
+  """Returns (num_workers, id_in_cluster) of a mirrored `Extended`."""
+  return (getattr(extended, "_num_workers", 1),
+          getattr(extended, "_id_in_cluster", 0))
