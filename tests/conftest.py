@@ -7,6 +7,8 @@ touches TensorFlow. Tests that need N replicas use the first N of
 `LOGICAL_CPUS`.
 """
 
+import pytest
+
 NUM_LOGICAL_CPUS = 4
 LOGICAL_CPUS = tuple(f"/cpu:{i}" for i in range(NUM_LOGICAL_CPUS))
 
@@ -22,3 +24,9 @@ def _split_cpu(num):
 
 
 _split_cpu(NUM_LOGICAL_CPUS)
+
+
+@pytest.fixture
+def logical_cpus():
+  """The logical CPU devices of this test process."""
+  return LOGICAL_CPUS

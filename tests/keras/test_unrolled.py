@@ -1,0 +1,161 @@
+"""tf_preempt.keras.unrolled: K steps in one flat graph, Keras semantics kept."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.distribute import cross_device_ops as tf_cross_device_ops
+
+from tf_preempt.keras import unroll_train_steps
+from tf_preempt.keras.unrolled import UnrolledTrainFunction
+from tf_preempt.testing import graphs
+
+_BATCHES_PER_EPOCH = 7  # not a multiple of K: the last block is partial
+_K = 3
+
+
+def _data():
+  rng = np.random.RandomState(0)
+  x = rng.randn(8 * _BATCHES_PER_EPOCH, 8).astype("float32")
+  return x, x.sum(axis=1, keepdims=True)
+
+
+def _model(strategy, steps_per_execution, metrics=("mae",)):
+  with strategy.scope():
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([
+        keras.Input((8,)),
+        keras.layers.Dense(16, activation="relu"),
+        keras.layers.Dense(16, activation="relu"),
+        keras.layers.Dense(1),
+    ])
+    model.compile(keras.optimizers.Adam(0.01), "mse", metrics=list(metrics),
+                  steps_per_execution=steps_per_execution)
+  return model
+
+
+def _stock_collective_strategy(devices, bytes_per_pack=0):
+  return tf.distribute.MirroredStrategy(
+      devices, cross_device_ops=tf_cross_device_ops.CollectiveAllReduce(
+          devices, len(devices),
+          options=tf.distribute.experimental.CommunicationOptions(
+              bytes_per_pack=bytes_per_pack)))
+
+
+class _BatchCounter(keras.callbacks.Callback):
+
+  def __init__(self):
+    super().__init__()
+    self.ends = []
+
+  def on_train_batch_end(self, batch, logs=None):
+    self.ends.append(batch)
+
+
+def _fit(model, unroll):
+  if unroll:
+    unroll_train_steps(model)
+  counter = _BatchCounter()
+  x, y = _data()
+  history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                      callbacks=[counter])
+  return model, history.history, counter.ends
+
+
+def _strategies(logical_cpus):
+  return {
+      "mirrored_default": lambda: tf.distribute.MirroredStrategy(
+          list(logical_cpus[:2])),
+      "mirrored_collective": lambda: _stock_collective_strategy(
+          list(logical_cpus[:2])),
+  }
+
+
+@pytest.mark.parametrize("strategy_name",
+                         ["mirrored_default", "mirrored_collective"])
+def test_unrolled_blocks_train_like_single_steps(strategy_name, logical_cpus):
+  make_strategy = _strategies(logical_cpus)[strategy_name]
+  ref, ref_history, ref_ends = _fit(_model(make_strategy(), 1), unroll=False)
+  got, got_history, got_ends = _fit(_model(make_strategy(), _K), unroll=True)
+
+  for a, b in zip(ref.weights, got.weights):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6,
+                               err_msg=a.path)
+  for name in ref_history:
+    np.testing.assert_allclose(ref_history[name], got_history[name],
+                               rtol=1e-6)
+  assert int(got.optimizer.iterations.numpy()) == 2 * _BATCHES_PER_EPOCH
+  # Callbacks see one call per block of K steps, numbered as stock Keras
+  # numbers them (the partial last block still reports begin + K - 1).
+  assert ref_ends == list(range(_BATCHES_PER_EPOCH)) * 2
+  assert got_ends == [2, 5, 8] * 2
+
+
+def test_steps_argument_sets_steps_per_execution(logical_cpus):
+  model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1)
+  unroll_train_steps(model, steps=4)
+  assert model.steps_per_execution == 4
+  model.make_train_function()
+  assert isinstance(model.train_function, UnrolledTrainFunction)
+
+
+@pytest.mark.parametrize("steps", [0, -1, 2.0, True, "2"])
+def test_bad_steps_are_rejected(steps, logical_cpus):
+  model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1)
+  with pytest.raises(ValueError, match="steps must be a positive integer"):
+    unroll_train_steps(model, steps=steps)
+
+
+def _two_step_graph(strategy):
+  """Traces two unrolled steps; returns (graph, model)."""
+  # No compiled metrics: `fit` would build them before tracing; here nothing
+  # does, and they are not what this graph is about.
+  model = _model(strategy, 2, metrics=())
+  unroll_train_steps(model)
+  with strategy.scope():
+    model.optimizer.build(model.trainable_variables)
+  x, y = _data()
+  dataset = strategy.experimental_distribute_dataset(
+      tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
+  iterator = iter(dataset)
+  batches = (next(iterator), next(iterator))
+  function = UnrolledTrainFunction(model).function_for(2)
+  return function.get_concrete_function(batches).graph, model
+
+
+def first_layer_waits_for_last_layer_reduction(graph, model):
+  """Does step 2's first MatMul wait for step 1's last-layer reduction?"""
+  placeholders = graphs.variable_placeholders(graph, model.trainable_variables)
+  first_kernel = model.layers[0].kernel.path
+  last_kernel = model.layers[-1].kernel.path
+  first_updates = graphs.updates_of(graph, placeholders[first_kernel])
+  last_updates = graphs.updates_of(graph, placeholders[last_kernel])
+  first_matmuls = graphs.consumers_of_type(
+      graphs.reads_of(graph, placeholders[first_kernel]), "MatMul")
+  # Step 2's forward MatMuls are the ones that wait for a step-1 update of
+  # their own kernel.
+  step2 = [op for op in first_matmuls
+           if set(first_updates) & graphs.ancestors(op)]
+  assert step2, "found no second-step forward MatMul of the first layer"
+  step1_last_update = last_updates[0]
+  last_reductions = (set(graphs.collective_reductions(graph)) &
+                     graphs.ancestors(step1_last_update))
+  assert last_reductions, "found no reduction of the last layer's gradient"
+  return any(last_reductions & graphs.ancestors(op) for op in step2)
+
+
+def test_unrolled_graph_has_no_nested_function_calls(logical_cpus):
+  graph, _ = _two_step_graph(_stock_collective_strategy(
+      list(logical_cpus[:2])))
+  calls = [op.name for op in graph.get_operations()
+           if op.type in ("PartitionedCall", "StatefulPartitionedCall",
+                          "While", "StatelessWhile", "If", "StatelessIf")]
+  assert not calls
+
+
+def test_stock_single_pack_makes_next_step_wait(logical_cpus):
+  # The negative control of the overlap test: with stock TensorFlow's one
+  # pack, step 2's first layer waits for the whole reduction of step 1.
+  graph, model = _two_step_graph(_stock_collective_strategy(
+      list(logical_cpus[:2])))
+  assert first_layer_waits_for_last_layer_reduction(graph, model)
