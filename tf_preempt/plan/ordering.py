@@ -37,7 +37,8 @@ class _Units:
   """Array form of a unit list."""
 
   def __init__(self, prob: problem_lib.Problem, units: Sequence[Group],
-               priority: Optional[np.ndarray] = None):
+               priority: Optional[np.ndarray] = None,
+               release: Optional[np.ndarray] = None):
     self.units = list(units)
     n = len(self.units)
     self.ready = np.empty(n)
@@ -56,11 +57,14 @@ class _Units:
     for ts in self.tensors:
       for t in ts:
         self.count[t] += 1
-    # Units by release time, for "the next release" queries.
-    self.by_release = sorted(range(n), key=lambda k: (self.ready[k], k))
+    # When list scheduling may pick a unit: its ready time, or later when
+    # the Potts iteration holds it back (timing always uses `ready`).
+    self.release = self.ready if release is None else np.maximum(
+        self.ready, release)
+    self.by_release = sorted(range(n), key=lambda k: (self.release[k], k))
 
   def key(self, k: int):
-    return (-self.prio[k], self.ready[k], k)
+    return (-self.prio[k], self.release[k], k)
 
 
 class _State:
@@ -88,7 +92,7 @@ def _start(u: _Units) -> _State:
 
 def _release(u: _Units, s: _State, upto: float) -> None:
   order = u.by_release
-  while s.next_rel < len(order) and u.ready[order[s.next_rel]] <= upto:
+  while s.next_rel < len(order) and u.release[order[s.next_rel]] <= upto:
     k = order[s.next_rel]
     heapq.heappush(s.heap, u.key(k))
     s.next_rel += 1
@@ -110,7 +114,7 @@ def _step(u: _Units, s: _State) -> Optional[int]:
   if not s.heap:
     if s.next_rel >= len(u.by_release):
       return None
-    _release(u, s, u.ready[u.by_release[s.next_rel]])
+    _release(u, s, u.release[u.by_release[s.next_rel]])
   return heapq.heappop(s.heap)[2]
 
 
@@ -150,6 +154,49 @@ def list_order(prob: problem_lib.Problem, units: Sequence[Group],
 def lookahead_order(prob: problem_lib.Problem, units: Sequence[Group],
                     budget: int = DEFAULT_ROLLOUT_BUDGET,
                     max_waits: int = 2) -> List[Group]:
+  """The PACE order: `_lookahead` refined by Potts' release adjustment.
+
+  Potts (1980) for 1|r_j|Lmax: take the unit c that attains the objective
+  and the block of back-to-back units that ends with it; if a unit of lower
+  priority than c starts in that block (it "interferes"), hold it back until
+  c is released and schedule again. Each pass costs one lookahead schedule;
+  at most `len(units)` passes, fewer when the budget runs out; the best
+  schedule seen is returned.
+
+  Args:
+    prob: the instance.
+    units: the units to order.
+    budget: total list-scheduling steps of all rollouts and passes.
+    max_waits: alternatives of each kind per rollout decision.
+
+  Returns:
+    The units in send order.
+  """
+  left = [budget]
+  release = None
+  best, best_val = None, np.inf
+  for _ in range(max(1, len(units))):
+    u = _Units(prob, units, release=release)
+    sent, val, crit, block = _lookahead(u, left, max_waits)
+    if val < best_val - 1e-12:
+      best, best_val = sent, val
+    if left[0] <= 0 or crit is None:
+      break
+    hold = [k for k in block if u.prio[k] < u.prio[crit]]
+    if not hold:
+      break
+    release = u.release.copy()
+    h = hold[-1]
+    # Later chunks of the same tensor(s) move with it, so chunks of a tensor
+    # keep their offset order.
+    same = [k for k in range(h, len(units)) if u.tensors[k] == u.tensors[h]]
+    release[same] = np.maximum(release[same], u.release[crit])
+    left[0] -= len(units)
+  return [units[k] for k in best]
+
+
+def _lookahead(u: _Units, left: List[int], max_waits: int):
+  """One lookahead schedule: (order, objective, critical unit, its block)."""
   """List scheduling by q with a rollout before each risky start.
 
   Args:
@@ -161,9 +208,7 @@ def lookahead_order(prob: problem_lib.Problem, units: Sequence[Group],
   Returns:
     The units in send order.
   """
-  u = _Units(prob, units)
   s = _start(u)
-  left = [budget]
   order = u.by_release
   while True:
     k = _step(u, s)
@@ -174,44 +219,87 @@ def lookahead_order(prob: problem_lib.Problem, units: Sequence[Group],
       if k is None:
         continue
     _send(u, s, k)
-  return [u.units[k] for k in s.sent]
+  # Replay with true times to find the critical unit and its block.
+  sent = s.sent
+  t, late, crit, ends, starts = 0.0, u.floor, None, [], []
+  left_count = u.count.copy()
+  for k in sent:
+    st = max(t, u.ready[k])
+    t = st + u.dur[k]
+    starts.append(st)
+    ends.append(t)
+    for p in u.tensors[k]:
+      left_count[p] -= 1
+      if left_count[p] == 0 and t + u.q[p] > late + 1e-15:
+        late, crit = t + u.q[p], len(ends) - 1
+  if crit is None:
+    return sent, late, None, []
+  first = crit
+  while first > 0 and starts[first] <= ends[first - 1] + 1e-15:
+    first -= 1
+  return sent, late, sent[crit], sent[first:crit]
 
 
 def _maybe_wait(u, s, k, left, max_waits, order):
-  """Returns k to send it now, or None after idling s.t to a release."""
+  """Returns the unit to send now, or None after idling s.t to a release.
+
+  Alternatives: k (the list-scheduling choice), the next `max_waits` ready
+  units of other priorities, and idling until each of the next `max_waits`
+  releases of a higher-priority unit that would land during k. Each is
+  completed by plain list scheduling; ties keep k.
+  """
   start = max(s.t, u.ready[k])
   finish = start + u.dur[k]
   waits = []
   i = s.next_rel
   while i < len(order) and len(waits) < max_waits:
     j = order[i]
-    r = u.ready[j]
+    r = u.release[j]
     if r >= finish:
       break
     if u.prio[j] > u.prio[k] and r > start and (not waits or
                                                  r > waits[-1]):
       waits.append(r)
     i += 1
-  if not waits:
+  others = []
+  seen = {u.prio[k]}
+  for key in sorted(s.heap)[:4 * max_waits]:
+    if len(others) >= max_waits:
+      break
+    if key[0] not in seen and -key[0] not in seen:
+      seen.add(-key[0])
+      others.append(key[2])
+  if not waits and not others:
     return k
-  # Alternative 0: send k now.
   now = s.copy()
   _send(u, now, k)
-  best_val = _rollout(u, now, left)
-  best = None
+  best_val, best = _rollout(u, now, left), ("send", k)
+  for j in others:
+    alt = s.copy()
+    alt.heap.remove(u.key(j))
+    heapq.heapify(alt.heap)
+    heapq.heappush(alt.heap, u.key(k))
+    _send(u, alt, j)
+    val = _rollout(u, alt, left)
+    if val < best_val - 1e-12:
+      best_val, best = val, ("send", j)
   for r in waits:
     alt = s.copy()
     heapq.heappush(alt.heap, u.key(k))
     alt.t = r
     val = _rollout(u, alt, left)
     if val < best_val - 1e-12:
-      best_val, best = val, r
-  if best is None:
+      best_val, best = val, ("wait", r)
+  if best == ("send", k):
     return k
-  # Idle until the release; k goes back to the queue.
   heapq.heappush(s.heap, u.key(k))
-  s.t = best
-  return None
+  if best[0] == "wait":
+    s.t = best[1]
+    return None
+  j = best[1]
+  s.heap.remove(u.key(j))
+  heapq.heapify(s.heap)
+  return j
 
 
 def fifo_order(prob: problem_lib.Problem, units: Sequence[Group]
