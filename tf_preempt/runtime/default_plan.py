@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from tf_preempt import plan as plan_lib
 from tf_preempt.plan.plan import Plan
 from tf_preempt.plan.plan import PlanTensor
 from tf_preempt.plan.plan import plan_from_groups
@@ -30,8 +31,7 @@ from tf_preempt.runtime import binding
 from tf_preempt.runtime import tf_internals
 
 # Schedulers the planner implements (tf_preempt.plan.make_plan).
-PLANNER_SCHEDULERS = ("pace", "priority", "fifo", "tf_default", "tf_packed",
-                      "horovod", "ddp", "bytescheduler")
+PLANNER_SCHEDULERS = tuple(plan_lib.SCHEDULERS)
 # Schedulers whose plan is copied from stock TensorFlow's packing.
 STOCK_SCHEDULERS = ("tf_default", "tf_packed")
 SCHEDULERS = PLANNER_SCHEDULERS
@@ -124,7 +124,10 @@ def make_default_plan(specs: Sequence[binding.ValueSpec],
   tensors = [_plan_tensor(specs[p]) for p in positions]
   if scheduler in STOCK_SCHEDULERS:
     if scheduler == "tf_packed":
-      pack = int(options.get("bytes_per_pack", bytes_per_pack))
+      # Its own option first, then the communication options' (as stock
+      # reads them), then the planner's default for the baseline.
+      pack = int(options.get("bytes_per_pack") or bytes_per_pack or
+                 plan_lib.options_of("tf_packed")["bytes_per_pack"])
     else:
       pack = int(bytes_per_pack)
     groups = [[(local[p], 0, tensors[local[p]].nbytes) for p in pack_]
@@ -132,23 +135,17 @@ def make_default_plan(specs: Sequence[binding.ValueSpec],
     return plan_from_groups(tensors, groups, scheduler=scheduler,
                             options={"bytes_per_pack": pack, "eager": eager})
 
-  # pylint: disable=g-import-not-at-top
-  # Imported here: the planner is pure numpy and large; most runs that pass
-  # their own plan never need it.
-  from tf_preempt.plan import CostModel
-  from tf_preempt.plan import TrainingDAG
-  from tf_preempt.plan import make_plan
-  # pylint: enable=g-import-not-at-top
-  cost = CostModel.ring(max(1, num_workers), DEFAULT_BANDWIDTH_BYTES_PER_S,
-                        DEFAULT_LATENCY_S)
+  cost = plan_lib.CostModel.ring(max(1, num_workers),
+                                DEFAULT_BANDWIDTH_BYTES_PER_S,
+                                DEFAULT_LATENCY_S)
   groups = []
   for dtype_positions in binding.group_by_dtype(positions, specs).values():
     sizes = [tensors[local[p]].nbytes for p in dtype_positions]
-    dag = TrainingDAG.chain(
+    dag = plan_lib.TrainingDAG.chain(
         forward_s=[max(MIN_OP_S, s * FORWARD_S_PER_BYTE) for s in sizes],
         backward_s=[max(MIN_OP_S, s * BACKWARD_S_PER_BYTE) for s in sizes],
         nbytes=sizes, itemsize=specs[dtype_positions[0]].dtype.size)
-    sub = make_plan(dag, cost, scheduler=scheduler, **options)
+    sub = plan_lib.make_plan(dag, cost, scheduler=scheduler, **options)
     for coll in sub.collectives:
       groups.append([(local[dtype_positions[p.tensor]], p.offset, p.length)
                      for p in coll.pieces])

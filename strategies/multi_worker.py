@@ -1,0 +1,65 @@
+"""`PreemptiveMultiWorkerMirroredStrategy`: MWMS with planned all-reduce."""
+
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from tf_preempt.plan.plan import Plan
+from tf_preempt.runtime import default_plan
+from tf_preempt.strategies import _install
+
+
+class PreemptiveMultiWorkerMirroredStrategy(
+    tf.distribute.MultiWorkerMirroredStrategy):
+  """Synchronous training on many workers (TF_CONFIG), planned all-reduce.
+
+  A drop-in replacement for `tf.distribute.MultiWorkerMirroredStrategy`:
+  the cluster set-up, `scope()`, `run`, `reduce`, distributed datasets,
+  checkpoints and `num_replicas_in_sync` are TensorFlow's own. Only the
+  collective that all-reduces the gradients differs: it follows `plan`, or a
+  plan made by `scheduler` from the gradients' sizes. Before the first
+  collective of a plan every worker checks that all hold the same plan.
+
+  ```python
+  strategy = PreemptiveMultiWorkerMirroredStrategy(scheduler="pace")
+  ```
+  """
+
+  def __init__(self,
+               cluster_resolver=None,
+               communication_options=None,
+               plan: Optional[Plan] = None,
+               scheduler: str = "pace",
+               scheduler_options: Optional[Dict[str, Any]] = None):
+    """Creates the strategy.
+
+    Args:
+      cluster_resolver: as for `MultiWorkerMirroredStrategy`
+        (`TFConfigClusterResolver` if None).
+      communication_options: optional
+        `tf.distribute.experimental.CommunicationOptions`, the default options
+        of every collective (implementation, timeout).
+      plan: an optional `tf_preempt.plan.Plan` for the gradient all-reduce;
+        every worker must pass the same one.
+      scheduler: the scheduler that plans all-reduces `plan` does not cover
+        (see `PreemptiveMirroredStrategy`).
+      scheduler_options: the scheduler's options.
+
+    Raises:
+      ValueError: on an unknown scheduler.
+      TypeError: if `plan` is not a `Plan`.
+    """
+    default_plan.check_scheduler(scheduler)
+    if plan is not None and not isinstance(plan, Plan):
+      raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+    # Read by the Extended's constructor (see _install for why).
+    self._collective_key_base = _install.next_collective_key_base()
+    super().__init__(cluster_resolver=cluster_resolver,
+                     communication_options=communication_options)
+    self._preemptive_ops = _install.install(self, plan, scheduler,
+                                            scheduler_options)
+
+  @property
+  def cross_device_ops(self):
+    """The `PreemptiveAllReduce` in use."""
+    return self._preemptive_ops
