@@ -1,0 +1,248 @@
+"""Tests of tf_preempt.profile.model_dag: Keras model -> planner TrainingDAG."""
+
+import collections
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from tf_preempt import models
+from tf_preempt import plan
+from tf_preempt import profile
+from tf_preempt.profile import model_dag
+
+
+@pytest.fixture(scope="module")
+def resnet20():
+  return models.get("resnet20")
+
+
+@pytest.fixture(scope="module")
+def resnet20_dag(resnet20):
+  return profile.model_to_dag(resnet20, batch_size=32)
+
+
+def _predecessors(dag):
+  pred = collections.defaultdict(list)
+  for a, b in dag.edges:
+    pred[b].append(a)
+  return pred
+
+
+def _ops(dag):
+  return {op.name: op for op in dag.ops}
+
+
+class TestStructure:
+
+  def test_resnet20_is_a_dag_not_a_chain(self, resnet20_dag):
+    pred = _predecessors(resnet20_dag)
+    ops = _ops(resnet20_dag)
+    # The residual adds join two branches, in both passes.
+    joins = [b for b, p in pred.items() if len(p) >= 2]
+    assert "conv2_block1_add/forward" in joins
+    assert sorted(pred["conv2_block1_add/forward"]) == [
+        "conv1_relu/forward", "conv2_block1_2_bn/forward"]
+    assert any(ops[b].phase == "backward" for b in joins)
+    # ... and the shortcut's input forks into two ops.
+    succ = collections.Counter(a for a, _ in resnet20_dag.edges)
+    assert succ["conv1_relu/forward"] == 2
+
+  def test_backward_edges_reverse_forward_edges(self, resnet20_dag):
+    ops = _ops(resnet20_dag)
+    forward = {(a[:-len("/forward")], b[:-len("/forward")])
+               for a, b in resnet20_dag.edges if ops[a].phase == "forward"}
+    backward = {(b[:-len("/backward")], a[:-len("/backward")])
+                for a, b in resnet20_dag.edges if ops[a].phase == "backward"}
+    assert forward == backward
+    assert all(ops[a].phase == ops[b].phase for a, b in resnet20_dag.edges)
+
+  def test_one_op_pair_per_working_layer(self, resnet20, resnet20_dag):
+    working = [l.name for l in resnet20.layers
+               if not isinstance(l, keras.layers.InputLayer)]
+    names = [op.name for op in resnet20_dag.ops]
+    assert len(names) == len(set(names)) == 2 * len(working)
+    for layer in working:
+      assert f"{layer}/forward" in names and f"{layer}/backward" in names
+
+  def test_every_trainable_variable_is_a_tensor_exactly_once(
+      self, resnet20, resnet20_dag):
+    assert [t.name for t in resnet20_dag.tensors] == [
+        v.path for v in resnet20.trainable_variables]
+    assert len({t.name for t in resnet20_dag.tensors}) == len(
+        resnet20.trainable_variables)
+
+  def test_total_bytes_are_the_trainable_bytes(self, resnet20, resnet20_dag):
+    expected = sum(int(np.prod(v.shape)) * 4
+                   for v in resnet20.trainable_variables)
+    assert sum(t.nbytes for t in resnet20_dag.tensors) == expected
+    assert profile.trainable_bytes(resnet20) == expected
+    assert all(t.itemsize == 4 for t in resnet20_dag.tensors)
+
+  def test_producer_and_consumer_are_the_owning_layer(self, resnet20_dag):
+    by_name = {t.name: t for t in resnet20_dag.tensors}
+    kernel = by_name["conv1_conv/kernel"]
+    assert kernel.producer == "conv1_conv/backward"
+    assert kernel.consumers == ("conv1_conv/forward",)
+    gamma = by_name["conv3_block2_1_bn/gamma"]
+    assert gamma.producer == "conv3_block2_1_bn/backward"
+
+  def test_metadata_only_layers_are_contracted(self):
+    model = models.get("vgg_small")
+    dag = profile.model_to_dag(model)
+    names = {op.name for op in dag.ops}
+    assert "flatten/forward" not in names
+    assert ("block3_pool/forward", "fc1/forward") in dag.edges
+    assert ("fc1/backward", "block3_pool/backward") in dag.edges
+
+  def test_transformer_attention_is_a_dag(self):
+    dag = profile.model_to_dag(models.get("transformer_tiny"))
+    pred = _predecessors(dag)
+    assert sorted(pred["encoder1_attention_add/forward"]) == [
+        "embedding_dropout/forward", "encoder1_attention_dropout/forward"]
+    attention = [t for t in dag.tensors
+                 if t.producer == "encoder1_attention/backward"]
+    assert len(attention) == 8  # q, k, v, output: kernel and bias each
+
+  def test_resnet50_size(self):
+    model = models.get("resnet50")
+    dag = profile.model_to_dag(model)
+    assert len(dag.tensors) == 161
+    assert sum(t.nbytes for t in dag.tensors) == 25_557_032 * 4
+
+  def test_shared_layer_gets_one_op_pair_per_call(self):
+    inputs = keras.Input((8,))
+    shared = keras.layers.Dense(8, name="shared")
+    x = shared(inputs)
+    x = keras.layers.Dense(8, name="middle")(x)
+    x = shared(x)
+    model = keras.Model(inputs, x)
+    dag = profile.model_to_dag(model)
+    kernel = next(t for t in dag.tensors if t.name == "shared/kernel")
+    assert kernel.consumers == ("shared@0/forward", "shared@1/forward")
+    # The first call's backward runs last and completes the gradient.
+    assert kernel.producer == "shared@0/backward"
+    assert ("shared@1/backward", "middle/backward") in dag.edges
+    assert len(dag.tensors) == 4
+
+  def test_subclassed_model_is_refused(self):
+    class Net(keras.Model):
+
+      def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2)
+
+      def call(self, x):
+        return self.dense(x)
+
+    net = Net()
+    net(np.zeros((1, 3), "float32"))
+    with pytest.raises(ValueError, match="functional"):
+      profile.model_to_dag(net)
+
+
+class TestDurations:
+
+  def test_conv_flops(self, resnet20):
+    layer = resnet20.get_layer("conv1_conv")
+    node = layer._inbound_nodes[0]
+    cost = profile.call_cost(layer, node.input_tensors, node.outputs)
+    assert cost.flops == 2 * 32 * 32 * 16 * (3 * 3 * 3)
+    assert cost.weight_bytes == 3 * 3 * 3 * 16 * 4
+
+  def test_dense_and_attention_flops(self):
+    model = models.get("transformer_tiny")
+    dense = model.get_layer("encoder1_ff1")
+    node = dense._inbound_nodes[0]
+    cost = profile.call_cost(dense, node.input_tensors, node.outputs)
+    assert cost.flops == 2 * 32 * 64 * 128
+    mha = model.get_layer("encoder1_attention")
+    node = mha._inbound_nodes[0]
+    cost = profile.call_cost(mha, node.input_tensors, node.outputs)
+    seq, d = 32, 64
+    expected = 2 * (4 * seq * d * d + 2 * seq * seq * d) + 5 * 4 * seq * seq
+    assert cost.flops == expected
+
+  def test_roofline_and_backward_ratio(self):
+    model = models.get("vgg16")
+    dag = profile.model_to_dag(model, batch_size=32, gpu="v100")
+    ops = _ops(dag)
+    spec = profile.GPU_SPECS["v100"]
+    # A big convolution is compute-bound: FLOPs / (peak * efficiency).
+    conv_flops = 2 * 224 * 224 * 64 * (3 * 3 * 64) * 32
+    assert ops["block1_conv2/forward"].duration == pytest.approx(
+        conv_flops / (spec.peak_flops * profile.DEFAULT_EFFICIENCY))
+    for name, op in ops.items():
+      if op.phase == "backward":
+        forward = ops[name.replace("/backward", "/forward")]
+        assert op.duration == pytest.approx(2 * forward.duration)
+      assert op.duration > 0
+
+  def test_durations_scale_with_batch_and_gpu(self, resnet20):
+    small = profile.model_to_dag(resnet20, batch_size=32)
+    large = profile.model_to_dag(resnet20, batch_size=256)
+    a100 = profile.model_to_dag(resnet20, batch_size=32, gpu="a100")
+    assert large.backward_end() > 4 * small.backward_end()
+    assert a100.backward_end() < small.backward_end()
+
+  def test_unknown_gpu_lists_valid_ones(self, resnet20):
+    with pytest.raises(ValueError, match="h900.*a100.*v100"):
+      profile.model_to_dag(resnet20, gpu="h900")
+
+  def test_bad_numbers(self, resnet20):
+    with pytest.raises(ValueError, match="batch_size"):
+      profile.model_to_dag(resnet20, batch_size=0)
+    with pytest.raises(ValueError, match="efficiency"):
+      profile.model_to_dag(resnet20, efficiency=1.5)
+
+
+class TestProfile:
+
+  def test_profile_replaces_estimates(self, resnet20, tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"conv1_conv/forward": 0.5,
+                                "predictions/backward": 0.25}))
+    measured = profile.load_profile(str(path))
+    dag = profile.model_to_dag(resnet20, profile=measured)
+    ops = _ops(dag)
+    assert ops["conv1_conv/forward"].duration == 0.5
+    assert ops["predictions/backward"].duration == 0.25
+    estimate = _ops(profile.model_to_dag(resnet20))
+    assert ops["conv1_bn/forward"].duration == estimate[
+        "conv1_bn/forward"].duration
+
+  def test_profile_with_unknown_op_fails(self, resnet20):
+    with pytest.raises(ValueError, match="conv9_conv/forward"):
+      profile.model_to_dag(resnet20, profile={"conv9_conv/forward": 1.0})
+
+  @pytest.mark.parametrize("text, match", [
+      ("[1, 2]", "JSON object"),
+      ('{"a/forward": -1}', "a/forward"),
+      ('{"a/forward": "fast"}', "a/forward"),
+      ("{not json", "malformed"),
+  ])
+  def test_bad_profile_file(self, tmp_path, text, match):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+      profile.load_profile(str(path))
+
+
+def test_the_planner_plans_a_real_model(resnet20_dag):
+  cost = plan.CostModel.ring(8, 10e9 / 8, 50e-6)
+  pace = plan.make_plan(resnet20_dag, cost, scheduler="pace")
+  default = plan.make_plan(resnet20_dag, cost, scheduler="tf_default")
+  assert (plan.simulate(resnet20_dag, cost, pace).iteration_time <=
+          plan.simulate(resnet20_dag, cost, default).iteration_time + 1e-12)
+  assert [t.name for t in pace.tensors] == [
+      t.name for t in resnet20_dag.tensors]
+
+
+def test_gpu_table_is_documented():
+  for name, spec in model_dag.GPU_SPECS.items():
+    assert name == name.lower()
+    assert spec.peak_flops > 0 and spec.memory_bandwidth > 0
+    assert spec.peak_flops_half >= spec.peak_flops
+  assert model_dag.GPU_SPECS["v100"].peak_flops == 15.7e12
+  assert profile.DEFAULT_EFFICIENCY == 0.4
