@@ -140,7 +140,7 @@ bool PreemptiveScheduler::Cancel(uint64_t ticket, const absl::Status& status) {
   return true;
 }
 
-absl::Status PreemptiveScheduler::Complete(int64_t id, int64_t done_ns) {
+absl::Status PreemptiveScheduler::Complete(int64_t id) {
   CallbackList to_run;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,7 +172,7 @@ absl::Status PreemptiveScheduler::Complete(int64_t id, int64_t done_ns) {
     --in_flight_count_;
     in_flight_bytes_ -= bytes_[pos];
     IterationRecords& slot = ring_[iteration % ring_.size()];
-    if (slot.iteration == iteration) slot.records[pos].done_ns = done_ns;
+    if (slot.iteration == iteration) slot.records[pos].done_ns = NowNanos();
     ReleaseLocked(&to_run);
   }
   Run(&to_run);

@@ -111,9 +111,11 @@ class PreemptiveScheduler {
   // whether it was.
   bool Cancel(uint64_t ticket, const absl::Status& status);
 
-  // Marks the oldest in-flight collective `id` done at `done_ns`, returns
-  // its credit and releases whatever that allows.
-  absl::Status Complete(int64_t id, int64_t done_ns);
+  // Marks the oldest in-flight collective `id` done, returns its credit and
+  // releases whatever that allows. The done time is taken under the same
+  // lock as release times, so [released_ns, done_ns) is exactly the span the
+  // collective held its credit.
+  absl::Status Complete(int64_t id);
 
   // Fails every waiting gate with `status`; later Enqueue() calls fail with
   // it too. Idempotent.

@@ -226,12 +226,11 @@ class CompleteOp : public OpKernel {
   explicit CompleteOp(OpKernelConstruction* ctx) : OpKernel(ctx), name_(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
-    const int64_t done_ns = NowNanos();
     int64_t id = 0;
     OP_REQUIRES_OK(ctx, ScalarInt64(ctx, 1, "collective_id", &id));
     std::shared_ptr<PreemptiveScheduler> scheduler;
     OP_REQUIRES_OK(ctx, name_.Lookup(ctx, &scheduler));
-    OP_REQUIRES_OK(ctx, scheduler->Complete(id, done_ns));
+    OP_REQUIRES_OK(ctx, scheduler->Complete(id));
     ctx->set_output(0, ctx->input(0));
   }
 
