@@ -1,0 +1,1 @@
+"""Consumers of the scheduler's telemetry (trace export). No TensorFlow."""
