@@ -1,0 +1,161 @@
+"""Runs one command as N TF_CONFIG workers on this machine, optionally over an
+emulated network.
+
+This module only composes the others: `ports` (free loopback ports),
+`tf_config` (one validated TF_CONFIG per worker), `processes` (start, pin,
+wait, kill) and `netem` (namespaces and shaped links). `scripts/launch.py`
+is its command line; test helpers that need a local cluster call
+`local_worker_specs` + `processes.WorkerGroup` (to keep the workers running
+while the test talks to them) or `launch` (run to completion).
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from tf_preempt.launch import netem
+from tf_preempt.launch import ports
+from tf_preempt.launch import processes
+from tf_preempt.launch import tf_config
+
+# Inside a fresh namespace every port is free, so emulated workers share one.
+EMULATED_PORT = 20000
+
+
+@dataclasses.dataclass
+class LaunchResult:
+  """The outcome of `launch`.
+
+  Attributes:
+    group: per-worker exit codes, logs and stats (see processes.GroupResult).
+    addresses: "host:port" of each worker, as in its TF_CONFIG.
+    link: the emulated link, or None on plain loopback.
+    log_dir: where the workers' logs are.
+  """
+  group: processes.GroupResult
+  addresses: List[str]
+  link: Optional[netem.LinkConfig]
+  log_dir: str
+
+  @property
+  def exit_code(self) -> int:
+    return self.group.exit_code
+
+
+def worker_specs(command: Sequence[str], addresses: Sequence[str], *,
+                 pin_cpus: bool = True,
+                 intra_op_threads: Optional[int] = None,
+                 inter_op_threads: Optional[int] = None,
+                 extra_env: Optional[Mapping[str, str]] = None,
+                 prefixes: Optional[Sequence[Sequence[str]]] = None
+                ) -> List[processes.WorkerSpec]:
+  """One WorkerSpec per address: same command, its own TF_CONFIG.
+
+  Args:
+    command: argv every worker runs.
+    addresses: "host:port" of each worker; worker i gets task index i.
+    pin_cpus: pin each worker to its own share of the CPUs, when there are at
+      least as many CPUs as workers.
+    intra_op_threads: TF_NUM_INTRAOP_THREADS (and OMP_NUM_THREADS), if set.
+    inter_op_threads: TF_NUM_INTEROP_THREADS, if set.
+    extra_env: more variables for every worker.
+    prefixes: per-worker argv prefix (e.g. `ip netns exec`), or None.
+
+  Returns:
+    The specs, worker 0 first.
+
+  Raises:
+    ValueError: on an empty command, bad addresses or thread counts.
+  """
+  if not command:
+    raise ValueError("no command to run; put it after `--`")
+  configs = tf_config.worker_tf_configs(addresses)
+  cpus = processes.assign_cpus(len(addresses)) if pin_cpus else None
+  common_env: Dict[str, str] = dict(extra_env or {})
+  common_env.update(processes.thread_env(intra_op_threads, inter_op_threads))
+  specs = []
+  for i, config in enumerate(configs):
+    env = dict(common_env, TF_CONFIG=config)
+    specs.append(processes.WorkerSpec(
+        argv=list(command), env=env,
+        cpus=cpus[i] if cpus else None,
+        prefix=list(prefixes[i]) if prefixes else [],
+        name=f"worker-{i}"))
+  return specs
+
+
+def local_worker_specs(command: Sequence[str], num_workers: int,
+                       **kwargs) -> List[processes.WorkerSpec]:
+  """`worker_specs` on free loopback ports (the common test set-up).
+
+  Args:
+    command: argv every worker runs.
+    num_workers: how many workers.
+    **kwargs: passed to `worker_specs`.
+
+  Returns:
+    The specs; `json.loads(spec.env["TF_CONFIG"])` has the addresses.
+  """
+  return worker_specs(command, ports.loopback_addresses(num_workers),
+                      **kwargs)
+
+
+def launch(command: Sequence[str], num_workers: int, *,
+           timeout_s: Optional[float] = None, log_dir: Optional[str] = None,
+           link: Optional[netem.LinkConfig] = None, pin_cpus: bool = True,
+           intra_op_threads: Optional[int] = None,
+           inter_op_threads: Optional[int] = None,
+           extra_env: Optional[Mapping[str, str]] = None,
+           grace_s: float = 3.0) -> LaunchResult:
+  """Runs `command` as `num_workers` workers until all exit or one fails.
+
+  Args:
+    command: argv every worker runs; each gets its own TF_CONFIG.
+    num_workers: how many workers.
+    timeout_s: seconds before every worker is killed; None for no limit.
+    log_dir: directory for the workers' logs; a temporary one if None.
+    link: emulate this network (root only) instead of using loopback: each
+      worker runs in its own network namespace with a private address.
+    pin_cpus: pin each worker to its own CPU share when there are enough.
+    intra_op_threads: TF intra-op threads per worker, if set.
+    inter_op_threads: TF inter-op threads per worker, if set.
+    extra_env: more environment variables for every worker.
+    grace_s: seconds between SIGTERM and SIGKILL when killing workers.
+
+  Returns:
+    The result; every worker process and namespace is gone by then.
+
+  Raises:
+    ValueError: on bad arguments.
+    netem.EmulationUnavailable: if `link` cannot be emulated here.
+    cleanup.Interrupted: on SIGINT/SIGTERM, after cleaning up.
+  """
+  if num_workers < 1:
+    raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+  options = dict(pin_cpus=pin_cpus, intra_op_threads=intra_op_threads,
+                 inter_op_threads=inter_op_threads, extra_env=extra_env)
+  if link is None:
+    specs = local_worker_specs(command, num_workers, **options)
+    addresses = [_address_of(spec) for spec in specs]
+    group = processes.run_workers(specs, timeout_s=timeout_s,
+                                  log_dir=log_dir, grace_s=grace_s)
+    return LaunchResult(group, addresses, None, _log_dir_of(group))
+  # The network is created first and removed last: the workers run inside it.
+  with netem.EmulatedNetwork(num_workers, link) as net:
+    addresses = [f"{ip}:{EMULATED_PORT}" for ip in net.addresses]
+    specs = worker_specs(
+        command, addresses,
+        prefixes=[net.exec_prefix(i) for i in range(num_workers)], **options)
+    group = processes.run_workers(specs, timeout_s=timeout_s,
+                                  log_dir=log_dir, grace_s=grace_s)
+  return LaunchResult(group, addresses, link, _log_dir_of(group))
+
+
+def _address_of(spec: processes.WorkerSpec) -> str:
+  config = tf_config.parse_tf_config(spec.env["TF_CONFIG"])
+  task = config["task"]
+  return config["cluster"][task["type"]][task["index"]]
+
+
+def _log_dir_of(group: processes.GroupResult) -> str:
+  return os.path.dirname(group.workers[0].stdout_path)
