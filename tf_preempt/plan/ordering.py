@@ -13,8 +13,8 @@ newly ready tensor with a larger q overtakes the rest of a lower one.
 `lookahead_order` adds a rollout (the pilot method): before starting a unit
 while a higher-priority unit will become ready before it would end, it also
 tries "idle until that release", completes every alternative with plain list
-scheduling and keeps the best. Greedy EDD alone can be one chunk late; the
-rollout removes most of those cases (see tests/plan/test_ordering.py for the
+scheduling and keeps the best; Potts' release adjustment iterates it. Greedy
+EDD alone can be one chunk late; these remove most of those cases (see tests/plan/test_ordering.py for the
 measured match rate against the exact solver). The rollouts cost
 O(units log units) each, so a budget of rollout steps bounds the work on big
 instances; past it the policy is plain list scheduling.
@@ -30,7 +30,12 @@ from tf_preempt.plan import problem as problem_lib
 Group = problem_lib.Group
 
 # Total list-scheduling steps all rollouts of one call may take.
-DEFAULT_ROLLOUT_BUDGET = 400_000
+DEFAULT_ROLLOUT_BUDGET = 60_000
+# Most Potts passes per order (each is one lookahead schedule); big
+# instances get few, since a pass costs a whole schedule.
+MAX_PASSES = 16
+MAX_PASSES_BIG = 2
+BIG = 64
 
 
 class _Units:
@@ -160,7 +165,7 @@ def lookahead_order(prob: problem_lib.Problem, units: Sequence[Group],
   and the block of back-to-back units that ends with it; if a unit of lower
   priority than c starts in that block (it "interferes"), hold it back until
   c is released and schedule again. Each pass costs one lookahead schedule;
-  at most `len(units)` passes, fewer when the budget runs out; the best
+  at most MAX_PASSES passes (MAX_PASSES_BIG above BIG units), fewer when the budget runs out; the best
   schedule seen is returned.
 
   Args:
@@ -175,7 +180,8 @@ def lookahead_order(prob: problem_lib.Problem, units: Sequence[Group],
   left = [budget]
   release = None
   best, best_val = None, np.inf
-  for _ in range(max(1, len(units))):
+  passes = MAX_PASSES if len(units) <= BIG else MAX_PASSES_BIG
+  for _ in range(max(1, min(len(units), passes))):
     u = _Units(prob, units, release=release)
     sent, val, crit, block = _lookahead(u, left, max_waits)
     if val < best_val - 1e-12:

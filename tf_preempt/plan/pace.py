@@ -12,9 +12,13 @@ Algorithm (per candidate chunk size c; c=None means whole tensors):
    compares "send now" with "idle until that release" and keeps the better.
    Without the rollout this is Jackson's preemptive EDD, optimal for
    1|r_j,pmtn|Lmax in the fluid limit and at most one chunk late with chunk
-   boundaries. Measured against the exact solver (`exact.py`) on 240 random
-   small DAGs it matches the optimum in >= 95% of cases and is never more
-   than one chunk late (tests/plan/test_pace.py prints the figures).
+   boundaries. Potts' release adjustment (hold back the lower-priority unit
+   that delays the critical one, reschedule, keep the best) runs on top.
+   Measured against the exact solver (`exact.py`) on 240 random small DAGs
+   (<= 5 tensors, <= 3 chunks each) it reached the optimum on 229 (95.4%),
+   worst gap 0.48 of a chunk's transfer time (tests/plan/test_pace.py prints
+   the figures). The misses need several idles in a row, which a one-step
+   rollout over a greedy base policy cannot see.
 3. Fusion (`fusion.fuse`): over that send order, a Pareto-front DP picks
    which consecutive units become one collective. For a FIXED order the DP is
    exact (it equals exhaustive search over all consecutive groupings; the
