@@ -314,3 +314,39 @@ def test_telemetry_records_conversion():
   assert scheduler_ops.telemetry_records(np.zeros((0, 6))) == []
   with pytest.raises(ValueError):
     scheduler_ops.telemetry_records(np.zeros((2, 5)))
+
+
+def test_cancelled_step_fails_waiting_gate():
+  # Private API, tests only: TF's own cancellable-function helper.
+  from tensorflow.python.eager import cancellation  # pylint: disable=g-import-not-at-top
+  name = _fresh_name()
+  scheduler_ops.configure([1, 2], [4, 4], scheduler=name)
+
+  @tf.function
+  def waits_for_collective_2(x):
+    return scheduler_ops.gate(x, 2, scheduler=name)  # 1 never arrives.
+
+  concrete = waits_for_collective_2.get_concrete_function(tf.constant(0.0))
+  manager = cancellation.CancellationManager()
+  cancelable = manager.get_cancelable_function(concrete)
+  result = {}
+
+  def run():
+    try:
+      result["value"] = cancelable(tf.constant(0.0))
+    except tf.errors.OpError as e:
+      result["error"] = e
+
+  thread = threading.Thread(target=run)
+  thread.start()
+  thread.join(0.3)
+  assert thread.is_alive(), result
+  manager.start_cancel()
+  thread.join(10)
+  assert not thread.is_alive()
+  assert isinstance(result.get("error"), tf.errors.CancelledError), result
+  # The scheduler is still usable: collective 1 then 2 go through.
+  x = tf.constant(0.0)
+  for cid in (1, 2):
+    scheduler_ops.complete(scheduler_ops.gate(x, cid, scheduler=name), cid,
+                           scheduler=name)
