@@ -65,20 +65,22 @@ def define_flags() -> None:
       "bandwidth_gbps", lambda v: v is not None and v > 0,
       message="--bandwidth_gbps must be > 0.")
   flags.register_validator(
-      "gpu", _known_gpu,
-      message="--gpu must be one of " + ", ".join(_gpu_names()) + ".")
-  flags.register_validator(
       "profile", lambda path: path is None or os.path.isfile(path),
       message="--profile must name an existing JSON file.")
 
 
-def _gpu_names() -> Sequence[str]:
+def _check_gpu_flag() -> None:
+  """Fails like a flag validator when --gpu names no known GPU.
+
+  Not a registered validator: absl runs those on every parse, and the GPU
+  table lives next to the Keras code, so `--help` and every flag error would
+  wait for TensorFlow to import.
+  """
   from tf_preempt.profile import model_dag  # pylint: disable=g-import-not-at-top
-  return sorted(model_dag.GPU_SPECS)
-
-
-def _known_gpu(value: str) -> bool:
-  return value is not None and value.lower() in _gpu_names()
+  if FLAGS.gpu.lower() not in model_dag.GPU_SPECS:
+    raise app.UsageError(
+        f"flag --gpu={FLAGS.gpu}: must be one of "
+        f"{', '.join(sorted(model_dag.GPU_SPECS))}.")
 
 
 def run(model: str = "resnet50",
@@ -188,6 +190,7 @@ def format_table(stats: Dict[str, Any]) -> str:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+  _check_gpu_flag()
   kwargs = dict(model=FLAGS.model, workers=FLAGS.workers,
                 bandwidth_gbps=FLAGS.bandwidth_gbps,
                 latency_us=FLAGS.latency_us, gpu=FLAGS.gpu,
