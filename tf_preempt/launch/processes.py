@@ -468,10 +468,29 @@ def _signal_group(pgid: int, signum: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-  # Signal 0 checks existence without delivering anything. Zombies count as
-  # alive, but our own zombie leaders are reaped by poll() in kill(); other
-  # members are reparented to init, which reaps them promptly.
-  return _signal_group(pgid, 0)
+  """Whether a process group has a member that is not a zombie.
+
+  Zombies are ignored: they are dead, and their parent may be an init that
+  reaps orphans only about once a second (as on this project's VMs), which
+  would make every kill wait that long.
+  """
+  try:
+    entries = os.listdir("/proc")
+  except OSError:
+    return _signal_group(pgid, 0)  # No procfs: zombies count as alive.
+  for entry in entries:
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat", "rb") as f:
+        # "pid (comm) state ppid pgrp ...": comm may contain spaces and
+        # parentheses, so split after the last ")".
+        fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+      continue
+    if int(fields[2]) == pgid and fields[0] != b"Z":
+      return True
+  return False
 
 
 def _read(path: str) -> str:
