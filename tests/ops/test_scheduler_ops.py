@@ -1,4 +1,4 @@
-"""Tests of the C++ preemptive scheduler ops: order, credit, errors, telemetry."""
+"""Tests of the C++ scheduler ops: order, credit, errors, telemetry."""
 
 import random
 import threading
@@ -7,6 +7,8 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+# Private, tests only: TF's own helper to cancel a running function.
+from tensorflow.python.eager import cancellation
 
 from tf_preempt import ops as scheduler_ops
 
@@ -317,8 +319,6 @@ def test_telemetry_records_conversion():
 
 
 def test_cancelled_step_fails_waiting_gate():
-  # Private API, tests only: TF's own cancellable-function helper.
-  from tensorflow.python.eager import cancellation  # pylint: disable=g-import-not-at-top
   name = _fresh_name()
   scheduler_ops.configure([1, 2], [4, 4], scheduler=name)
 
