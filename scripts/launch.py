@@ -90,9 +90,12 @@ def run(command: Sequence[str], num_workers: int = 2,
     return _error(out, f"error: {e}", _USAGE_EXIT_CODE)
   except netem.EmulationUnavailable as e:
     return _error(out, f"error: {e}", _UNAVAILABLE_EXIT_CODE)
-  except launch_lib.Interrupted as e:
-    return _error(out, f"{e}; all workers were killed and emulated networks "
-                  f"removed", e.exit_code)
+  except KeyboardInterrupt as e:
+    # launch_lib.Interrupted (SIGINT/SIGTERM while workers ran) or a plain
+    # Ctrl-C before anything started; either way nothing is left running.
+    exit_code = getattr(e, "exit_code", 130)
+    return _error(out, f"{e or 'interrupted'}; all workers were killed and "
+                  f"emulated networks removed", exit_code)
   return _report(result, out)
 
 
