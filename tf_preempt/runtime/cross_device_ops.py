@@ -157,6 +157,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
 
   # --- binding -------------------------------------------------------------
 
+  @tf.autograph.experimental.do_not_convert
   def bind(self, values, options=None) -> binding.BoundPlan:
     """Returns the plan these values would be all-reduced with.
 
@@ -244,14 +245,20 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
 
   # --- the all-reduce ------------------------------------------------------
 
+  # Plain Python that builds ops: AutoGraph, which would otherwise convert it
+  # (and the planner it calls) on every trace from user code, must not.
+  @tf.autograph.experimental.do_not_convert
   def _all_reduce(self, reduce_op, value, replica_id, options):
     """Implements `CrossDeviceOps._all_reduce` by executing the plan."""
+    if isinstance(reduce_op, str):
+      reduce_op = ReduceOp(reduce_op.upper())
     state = tf_internals.cross_device_ops_state(self)
     devices, group_size, launchers = (state.devices, state.group_size,
                                       state.launchers)
     base_options = state.options
     options = base_options.merge(options)
-    flat = tf.nest.flatten(value)
+    flat = [v if isinstance(v, tf.IndexedSlices) else tf.convert_to_tensor(v)
+            for v in tf.nest.flatten(value)]
     specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
     bound = self._bind(specs, options)
     if bound.plan is not None and self._num_between_graph_workers > 1:

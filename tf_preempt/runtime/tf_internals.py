@@ -159,3 +159,39 @@ def extended_worker_info(extended):
   """Returns (num_workers, id_in_cluster) of a mirrored `Extended`."""
   return (getattr(extended, "_num_workers", 1),
           getattr(extended, "_id_in_cluster", 0))
+
+
+# --- tensorflow/python/distribute/mirrored_run.py, distribute_lib.py
+#     (ReplicaContext.all_reduce): the replica context that the strategies
+#     run replica functions under (see replica_context.py for why).
+# pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+from tensorflow.python.distribute import mirrored_run as _mirrored_run
+from tensorflow.python.eager.polymorphic_function import polymorphic_function as _polymorphic_function
+# pylint: enable=g-direct-tensorflow-import,g-import-not-at-top
+
+MirroredReplicaContext = _mirrored_run._MirroredReplicaContext
+
+
+def uses_merge_call(extended):
+  """Whether `ReplicaContext.all_reduce` goes through `merge_call`."""
+  return extended._use_merge_call()
+
+
+def batch_reduce_destination(value):
+  """The destination stock `ReplicaContext.all_reduce` reduces `value` to."""
+  return _distribute_lib._batch_reduce_destination(value)
+
+
+def replica_ctx_all_reduce(extended, reduce_op, values, options):
+  """The all-reduce stock uses where the strategy avoids merge calls."""
+  return extended._replica_ctx_all_reduce(reduce_op, values, options)
+
+
+def replica_id_in_sync_group(replica_context):
+  """The replica's id, as the Python int or tensor its context was made with."""
+  return replica_context._replica_id_in_sync_group
+
+
+def is_tf_function(fn):
+  """Whether `fn` is a `tf.function` (which `strategy.run` treats apart)."""
+  return isinstance(fn, _polymorphic_function.Function)
