@@ -1,4 +1,4 @@
-"""Transformer encoder classifiers: the base size of Vaswani et al. and a tiny one.
+"""Transformer encoder classifiers: Vaswani et al.'s base size and a tiny one.
 
 A token embedding, sinusoidal position encoding, N post-norm encoder layers
 (multi-head self-attention and a ReLU feed-forward network, each wrapped in a

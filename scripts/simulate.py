@@ -76,7 +76,8 @@ def _check_gpu_flag() -> None:
   table lives next to the Keras code, so `--help` and every flag error would
   wait for TensorFlow to import.
   """
-  from tf_preempt.profile import model_dag  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from tf_preempt.profile import model_dag
   if FLAGS.gpu.lower() not in model_dag.GPU_SPECS:
     raise app.UsageError(
         f"flag --gpu={FLAGS.gpu}: must be one of "
@@ -177,7 +178,8 @@ def format_table(stats: Dict[str, Any]) -> str:
       f"{stats['workers']} workers, {stats['bandwidth_gbps']:g} Gbit/s, "
       f"{stats['gpu']}, batch {stats['batch_size']}/worker; "
       f"compute alone {stats['compute_s'] * 1e3:.1f} ms",
-      f"  {'scheduler':<15}{'iteration (ms)':>16}{'speed-up vs ' + BASELINE:>24}",
+      f"  {'scheduler':<15}{'iteration (ms)':>16}"
+      f"{'speed-up vs ' + BASELINE:>24}",
   ]
   for name, row in stats["schedulers"].items():
     lines.append(f"  {name:<15}{row['iteration_s'] * 1e3:>16.1f}"

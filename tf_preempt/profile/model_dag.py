@@ -319,11 +319,12 @@ def _calls(model) -> List[_Call]:
 
 def _parents(node) -> List:
   """The nodes whose outputs this node reads, in the order it reads them."""
+  # pylint: disable=protected-access
   parents = []
   for kt in node.arguments.keras_tensors:
-    history = kt._keras_history  # pylint: disable=protected-access
+    history = kt._keras_history
     if history.operation is not None:
-      parents.append(history.operation._inbound_nodes[history.node_index])  # pylint: disable=protected-access
+      parents.append(history.operation._inbound_nodes[history.node_index])
   return parents
 
 
