@@ -246,3 +246,24 @@ def test_gpu_table_is_documented():
     assert spec.peak_flops_half >= spec.peak_flops
   assert model_dag.GPU_SPECS["v100"].peak_flops == 15.7e12
   assert profile.DEFAULT_EFFICIENCY == 0.4
+
+
+def test_mixed_precision_uses_half_peak_and_float32_gradients():
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy("mixed_float16")
+  try:
+    model = models.get("transformer_tiny", sequence_length=512)
+  finally:
+    keras.config.set_dtype_policy(previous)
+  half = _ops(profile.model_to_dag(model, batch_size=64))
+  full = _ops(profile.model_to_dag(models.get(
+      "transformer_tiny", sequence_length=512), batch_size=64))
+  # The float16 attention runs on tensor cores; the float32 head does not.
+  assert (half["encoder1_attention/forward"].duration <
+          full["encoder1_attention/forward"].duration)
+  assert (half["predictions/forward"].duration ==
+          pytest.approx(full["predictions/forward"].duration))
+  # Variables (and so gradients) stay float32 under mixed precision.
+  dag = profile.model_to_dag(model)
+  assert all(t.itemsize == 4 for t in dag.tensors)
+  assert sum(t.nbytes for t in dag.tensors) == profile.trainable_bytes(model)
