@@ -267,3 +267,26 @@ def test_mixed_precision_uses_half_peak_and_float32_gradients():
   dag = profile.model_to_dag(model)
   assert all(t.itemsize == 4 for t in dag.tensors)
   assert sum(t.nbytes for t in dag.tensors) == profile.trainable_bytes(model)
+
+
+def test_sequential_model_is_a_chain():
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
+                            keras.layers.ReLU(), keras.layers.Dense(2)])
+  dag = profile.model_to_dag(model)
+  forward = [op.name for op in dag.ops if op.phase == "forward"]
+  assert len(forward) == 3
+  assert [e for e in dag.edges if e[0].endswith("/forward")] == [
+      (forward[0], forward[1]), (forward[1], forward[2])]
+  assert [t.name for t in dag.tensors] == [
+      v.path for v in model.trainable_variables]
+
+
+def test_transposed_convolution_flops():
+  inputs = keras.Input((8, 8, 4))
+  outputs = keras.layers.Conv2DTranspose(6, 3, strides=2, padding="same",
+                                         name="up")(inputs)
+  model = keras.Model(inputs, outputs)
+  layer = model.get_layer("up")
+  node = layer._inbound_nodes[0]
+  cost = profile.call_cost(layer, node.input_tensors, node.outputs)
+  assert cost.flops == 2 * (8 * 8 * 4) * 9 * 6

@@ -252,6 +252,10 @@ def _layer_flops(layer, inputs, outputs) -> float:
     spatial = out_elems // out.shape[-1]
     return 2.0 * spatial * in_channels * layer.depth_multiplier * (
         kh * kw + out.shape[-1])
+  if kind.startswith("Conv") and kind.endswith("Transpose"):
+    # Every input element is scattered through the kernel to each filter.
+    in_elems = sum(_elements(i.shape) for i in inputs)
+    return 2.0 * in_elems * int(np.prod(layer.kernel_size)) * layer.filters
   if hasattr(layer, "kernel_size") and hasattr(layer, "filters"):
     # Conv1D/2D/3D and their transposes: one multiply-add per kernel tap,
     # input channel (of the group) and output element.
@@ -340,7 +344,8 @@ def model_to_dag(model: keras.Model,
   See the module docstring for the ops, edges, tensors and durations.
 
   Args:
-    model: a built Keras functional model with static non-batch shapes.
+    model: a built Keras functional (or Sequential) model with static
+      non-batch shapes.
     batch_size: examples per worker per step; scales the estimates.
     gpu: a key of `GPU_SPECS`, the device the estimate is for.
     efficiency: fraction of peak compute and bandwidth reached, in (0, 1].
@@ -356,7 +361,9 @@ def model_to_dag(model: keras.Model,
       numbers, profile entries naming no op (the message lists some valid
       names), or trainable variables no layer of the graph owns.
   """
-  if not hasattr(model, "_nodes_by_depth"):
+  # A built Sequential model keeps its graph in a functional model inside.
+  graph = getattr(model, "_functional", None) or model
+  if not hasattr(graph, "_nodes_by_depth"):
     raise ValueError(f"model_to_dag needs a functional Keras model; "
                      f"{type(model).__name__} {model.name!r} has no graph "
                      "(build subclassed models with the functional API, or "
@@ -369,7 +376,7 @@ def model_to_dag(model: keras.Model,
     raise ValueError(f"backward_ratio={backward_ratio!r} must be > 0.")
   spec = gpu_spec(gpu)
 
-  calls = _calls(model)
+  calls = _calls(graph)
   by_node = {id(c.node): c for c in calls}
   # Calls of no-work layers are contracted: they pass their own parents on.
   kept = [c for c in calls if type(c.layer).__name__ not in _NO_WORK_LAYERS]
