@@ -179,3 +179,27 @@ def test_emulated_workers_see_their_namespace_addresses(token, tmp_path):
   assert "emulated rate 1gbit" in out.splitlines()[2]
   assert netem.list_namespaces(
       f"{netem.NAMESPACE_BASE}-{launcher.pid}-") == []
+
+
+@pytest.mark.slow
+def test_sigkilled_launcher_takes_workers_along(token, tmp_path):
+  # No clean-up code can run on SIGKILL; the workers die by their
+  # parent-death signal, and the namespaces left behind are removed by the
+  # next launcher (netem.remove_stale, called here directly).
+  support = netem.check_available()
+  extra = (["--emulate_bandwidth", "100mbit"]
+           if support.namespaces and support.rate else [])
+  launcher = _start(["--num_workers", "2", "--log_dir", str(tmp_path),
+                     *extra, "--", *_python("import time; time.sleep(300)")],
+                    token)
+  _wait_for_workers(launcher, token, 2)
+  launcher.kill()
+  launcher.communicate(timeout=30)
+  assert not token.wait_gone()
+  prefix = f"{netem.NAMESPACE_BASE}-{launcher.pid}-"
+  if extra:
+    assert len(netem.list_namespaces(prefix)) == 3
+    removed = netem.remove_stale()
+    assert sorted(removed) == sorted(n for n in removed
+                                     if n.startswith(prefix))
+  assert netem.list_namespaces(prefix) == []

@@ -154,5 +154,7 @@ def test_exception_inside_with_block_kills_workers(token, tmp_path):
 
 def test_bad_command_fails_at_start(tmp_path):
   specs = [processes.WorkerSpec(argv=["/nonexistent/program"])]
-  with pytest.raises(FileNotFoundError):
+  with pytest.raises(FileNotFoundError,
+                     match="worker-0: program '/nonexistent/program' not "
+                           "found"):
     processes.run_workers(specs, log_dir=str(tmp_path))

@@ -14,6 +14,11 @@ Rules of the group:
 - Clean-up always runs: on leaving the `with` block (normally, on an
   exception, on SIGINT/SIGTERM via `cleanup.raise_on_signals`) and at
   interpreter exit (`atexit`) for groups used without `with`.
+- If the launcher itself dies by SIGKILL (no clean-up code runs), each
+  worker gets SIGKILL from the kernel too (`setpriv --pdeathsig`, when
+  util-linux is installed). The parent-death signal fires when the *thread*
+  that started the worker exits, so start groups from a thread that outlives
+  them (the main thread, normally), or pass `die_with_parent=False`.
 - CPU pinning is applied before the worker's program starts (`taskset`
   prefix) so that every thread it creates inherits it; without `taskset` it
   falls back to `os.sched_setaffinity` right after the spawn.
@@ -253,7 +258,7 @@ class WorkerGroup:
 
   def __init__(self, specs: Sequence[WorkerSpec],
                log_dir: Optional[str] = None, grace_s: float = 3.0,
-               handle_signals: bool = True):
+               handle_signals: bool = True, die_with_parent: bool = True):
     """Creates the group; nothing starts before `start` or `__enter__`.
 
     Args:
@@ -263,6 +268,11 @@ class WorkerGroup:
       grace_s: seconds between SIGTERM and SIGKILL when killing.
       handle_signals: turn SIGINT/SIGTERM into `cleanup.Interrupted` inside
         the `with` block (main thread only).
+      die_with_parent: the kernel kills each worker when the thread that
+        started it exits (see the module docstring); needs `setpriv`.
+
+    Raises:
+      ValueError: if there are no specs.
     """
     if not specs:
       raise ValueError("a worker group needs at least one worker")
@@ -270,6 +280,7 @@ class WorkerGroup:
     self.log_dir = log_dir or tempfile.mkdtemp(prefix="tf_preempt_workers_")
     self._grace_s = grace_s
     self._handle_signals = handle_signals
+    self._die_with_parent = die_with_parent
     self._procs: List[Optional[subprocess.Popen]] = []
     self._returncodes: List[Optional[int]] = []
     self._killed: List[bool] = []
@@ -311,7 +322,18 @@ class WorkerGroup:
     # the worker is killed right after printing it.
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(spec.env)
+    # The wrappers below exec the program, so a missing program would
+    # surface as a worker exiting 127; say it before anything starts.
+    if not spec.argv:
+      raise ValueError(f"{self.name(index)}: empty argv")
+    for program in list(spec.prefix[:1]) + [spec.argv[0]]:
+      if shutil.which(program, path=env.get("PATH")) is None:
+        raise FileNotFoundError(
+            f"{self.name(index)}: program {program!r} not found")
     argv = list(spec.prefix) + list(spec.argv)
+    setpriv = shutil.which("setpriv")
+    if self._die_with_parent and setpriv:
+      argv = [setpriv, "--pdeathsig", "KILL", "--"] + argv
     taskset = shutil.which("taskset")
     if spec.cpus is not None and taskset:
       argv = [taskset, "-c", ",".join(str(c) for c in spec.cpus)] + argv
@@ -435,8 +457,8 @@ class WorkerGroup:
 
 
 def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
-                log_dir: Optional[str] = None,
-                grace_s: float = 3.0) -> GroupResult:
+                log_dir: Optional[str] = None, grace_s: float = 3.0,
+                die_with_parent: bool = True) -> GroupResult:
   """Starts the workers, waits for them, and kills them whatever happens.
 
   Args:
@@ -444,6 +466,7 @@ def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
     timeout_s: seconds before all are killed; None waits forever.
     log_dir: directory for the log files; a temporary one if None.
     grace_s: seconds between SIGTERM and SIGKILL.
+    die_with_parent: see `WorkerGroup`.
 
   Returns:
     The group's result.
@@ -451,7 +474,8 @@ def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
   Raises:
     cleanup.Interrupted: on SIGINT/SIGTERM, after the workers were killed.
   """
-  with WorkerGroup(specs, log_dir=log_dir, grace_s=grace_s) as group:
+  with WorkerGroup(specs, log_dir=log_dir, grace_s=grace_s,
+                   die_with_parent=die_with_parent) as group:
     return group.wait(timeout_s)
 
 
