@@ -87,6 +87,9 @@ def train(kind, steps, scheduler="pace"):
         keras.layers.Dense(3),
     ])
     optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
+    # Slots made up front: made lazily inside the first step's tf.function,
+    # they hit a stock TF issue with conditional initialisation.
+    optimizer.build(model.trainable_variables)
   rng = np.random.default_rng(3)
   x = rng.standard_normal((16 * steps, 10)).astype(np.float32)
   y = rng.standard_normal((16 * steps, 3)).astype(np.float32)
