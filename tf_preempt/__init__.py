@@ -17,6 +17,12 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it; these modules import TensorFlow.
 _LAZY = {
+    "PreemptiveAllReduce": "tf_preempt.runtime.cross_device_ops",
+    "PlanMismatchError": "tf_preempt.runtime.agreement",
+    "PreemptiveMirroredStrategy": "tf_preempt.strategies",
+    "PreemptiveMultiWorkerMirroredStrategy": "tf_preempt.strategies",
+    "unroll_train_steps": "tf_preempt.keras",
+    "model_to_dag": "tf_preempt.profile.model_dag",
 }
 
 

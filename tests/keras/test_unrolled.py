@@ -6,7 +6,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as tf_cross_device_ops
 
+from tf_preempt import PreemptiveMirroredStrategy
 from tf_preempt.keras import unroll_train_steps
+from tf_preempt.plan import CostModel
+from tf_preempt.plan import TrainingDAG
+from tf_preempt.plan import make_plan
 from tf_preempt.keras.unrolled import UnrolledTrainFunction
 from tf_preempt.testing import graphs
 
@@ -14,22 +18,23 @@ _BATCHES_PER_EPOCH = 7  # not a multiple of K: the last block is partial
 _K = 3
 
 
-def _data():
+def _data(out_units=1):
   rng = np.random.RandomState(0)
   x = rng.randn(8 * _BATCHES_PER_EPOCH, 8).astype("float32")
-  return x, x.sum(axis=1, keepdims=True)
+  return x, np.tile(x.sum(axis=1, keepdims=True), (1, out_units))
 
 
-def _model(strategy, steps_per_execution, metrics=("mae",)):
+def _model(strategy, steps_per_execution, metrics=("mae",), width=16,
+           optimizer=lambda: keras.optimizers.Adam(0.01), out_units=1):
   with strategy.scope():
     keras.utils.set_random_seed(1)
     model = keras.Sequential([
         keras.Input((8,)),
-        keras.layers.Dense(16, activation="relu"),
-        keras.layers.Dense(16, activation="relu"),
-        keras.layers.Dense(1),
+        keras.layers.Dense(width, activation="relu"),
+        keras.layers.Dense(width, activation="relu"),
+        keras.layers.Dense(out_units),
     ])
-    model.compile(keras.optimizers.Adam(0.01), "mse", metrics=list(metrics),
+    model.compile(optimizer(), "mse", metrics=list(metrics),
                   steps_per_execution=steps_per_execution)
   return model
 
@@ -68,11 +73,16 @@ def _strategies(logical_cpus):
           list(logical_cpus[:2])),
       "mirrored_collective": lambda: _stock_collective_strategy(
           list(logical_cpus[:2])),
+      "preemptive_pace": lambda: PreemptiveMirroredStrategy(
+          list(logical_cpus[:2]), scheduler="pace"),
+      "preemptive_priority": lambda: PreemptiveMirroredStrategy(
+          list(logical_cpus[:2]), scheduler="priority"),
   }
 
 
 @pytest.mark.parametrize("strategy_name",
-                         ["mirrored_default", "mirrored_collective"])
+                         ["mirrored_default", "mirrored_collective",
+                          "preemptive_pace", "preemptive_priority"])
 def test_unrolled_blocks_train_like_single_steps(strategy_name, logical_cpus):
   make_strategy = _strategies(logical_cpus)[strategy_name]
   ref, ref_history, ref_ends = _fit(_model(make_strategy(), 1), unroll=False)
@@ -106,15 +116,19 @@ def test_bad_steps_are_rejected(steps, logical_cpus):
     unroll_train_steps(model, steps=steps)
 
 
-def _two_step_graph(strategy):
+def _two_step_graph(strategy, width=16, out_units=1):
   """Traces two unrolled steps; returns (graph, model)."""
   # No compiled metrics: `fit` would build them before tracing; here nothing
-  # does, and they are not what this graph is about.
-  model = _model(strategy, 2, metrics=())
+  # does, and they are not what this graph is about. Plain SGD: the reduced
+  # gradient flows straight into the variable's update, with no slot
+  # variable in between, so data edges tell which collective carries it.
+  model = _model(strategy, 2, metrics=(), width=width,
+                 optimizer=lambda: keras.optimizers.SGD(0.01),
+                 out_units=out_units)
   unroll_train_steps(model)
   with strategy.scope():
     model.optimizer.build(model.trainable_variables)
-  x, y = _data()
+  x, y = _data(out_units)
   dataset = strategy.experimental_distribute_dataset(
       tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
   iterator = iter(dataset)
@@ -123,8 +137,14 @@ def _two_step_graph(strategy):
   return function.get_concrete_function(batches).graph, model
 
 
-def first_layer_waits_for_last_layer_reduction(graph, model):
-  """Does step 2's first MatMul wait for step 1's last-layer reduction?"""
+def _step_structure(graph, model):
+  """Finds the ops the overlap tests reason about.
+
+  Returns:
+    (step2_first_matmuls, first_reductions, last_reductions): step 2's
+    forward MatMuls of the first layer, and the step-1 collectives that carry
+    the first and the last layer's kernel gradient.
+  """
   placeholders = graphs.variable_placeholders(graph, model.trainable_variables)
   first_kernel = model.layers[0].kernel.path
   last_kernel = model.layers[-1].kernel.path
@@ -137,11 +157,20 @@ def first_layer_waits_for_last_layer_reduction(graph, model):
   step2 = [op for op in first_matmuls
            if set(first_updates) & graphs.ancestors(op)]
   assert step2, "found no second-step forward MatMul of the first layer"
-  step1_last_update = last_updates[0]
-  last_reductions = (set(graphs.collective_reductions(graph)) &
-                     graphs.ancestors(step1_last_update))
-  assert last_reductions, "found no reduction of the last layer's gradient"
-  return any(last_reductions & graphs.ancestors(op) for op in step2)
+  # The collectives that carry a kernel's gradient are the data ancestors of
+  # its step-1 update (control edges would add every collective chained
+  # before it by the ordering token).
+  collectives = set(graphs.collective_reductions(graph))
+  first = collectives & graphs.ancestors(first_updates[0], control=False)
+  last = collectives & graphs.ancestors(last_updates[0], control=False)
+  assert first and last, "found no reduction of a kernel's gradient"
+  return step2, first, last
+
+
+def first_layer_waits_for_last_layer_reduction(graph, model):
+  """Does step 2's first MatMul wait for step 1's last-layer reduction?"""
+  step2, _, last = _step_structure(graph, model)
+  return any(last & graphs.ancestors(op) for op in step2)
 
 
 def test_unrolled_graph_has_no_nested_function_calls(logical_cpus):
@@ -159,3 +188,45 @@ def test_stock_single_pack_makes_next_step_wait(logical_cpus):
   graph, model = _two_step_graph(_stock_collective_strategy(
       list(logical_cpus[:2])))
   assert first_layer_waits_for_last_layer_reduction(graph, model)
+
+
+def _comm_bound_pace_plan(model):
+  """A pace plan for `model` on a slow link, where preemption pays."""
+  sizes = [v.numpy().nbytes for v in model.trainable_variables]
+  dag = TrainingDAG.chain([1e-4] * len(sizes), [2e-4] * len(sizes), sizes)
+  return make_plan(dag, CostModel.ring(2, 1e8, 50e-6), "pace")
+
+
+def test_priority_order_skips_the_last_layer_reduction(logical_cpus):
+  # A tiny model: every gradient is ready before the link is free, so the
+  # priority plan sends the first layer first and the last layer last; step
+  # 2's first layer must not wait for the last layer's reduction.
+  strategy = PreemptiveMirroredStrategy(list(logical_cpus[:2]),
+                                        scheduler="priority")
+  graph, model = _two_step_graph(strategy)
+  assert not first_layer_waits_for_last_layer_reduction(graph, model)
+
+
+def test_pace_plan_lets_next_step_start_before_the_reduction_ends(
+    logical_cpus):
+  # On a slow link pace splits the big last layer and sends the first layer
+  # between its chunks: step 2's first layer must wait for the collectives up
+  # to its own, and for none of the ones after it (among them a chunk of the
+  # last layer's gradient).
+  shape = dict(width=256, out_units=1024)
+  plan_model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1,
+                      **shape)
+  plan = _comm_bound_pace_plan(plan_model)
+  strategy = PreemptiveMirroredStrategy(list(logical_cpus[:2]), plan=plan)
+  graph, model = _two_step_graph(strategy, **shape)
+  step2, first, last = _step_structure(graph, model)
+  before_or_with_first = set(first)
+  for op in first:
+    before_or_with_first |= graphs.ancestors(op)
+  after_first = (set(graphs.collective_reductions(graph)) -
+                 before_or_with_first)
+  assert after_first & last, (
+      "the plan sends no piece of the last layer after the first layer; "
+      "the test needs a plan that preempts")
+  for op in step2:
+    assert not after_first & graphs.ancestors(op), op.name

@@ -8,13 +8,25 @@ collectives' ordering token). These helpers walk both.
 from typing import Dict, Iterable, List, Set
 
 
-def ancestors(op) -> Set:
-  """Returns every op that `op` waits for, through data and control edges."""
+def ancestors(op, control: bool = True) -> Set:
+  """Returns every op that `op` waits for.
+
+  Args:
+    op: a graph operation.
+    control: follow control edges too (what the op waits for); without them
+      only the ops whose values flow into `op` (where its data comes from).
+
+  Returns:
+    The set of ancestor operations.
+  """
   seen: Set = set()
   stack = [op]
   while stack:
     current = stack.pop()
-    for dep in list(current.control_inputs) + [t.op for t in current.inputs]:
+    deps = [t.op for t in current.inputs]
+    if control:
+      deps += list(current.control_inputs)
+    for dep in deps:
       if dep not in seen:
         seen.add(dep)
         stack.append(dep)
