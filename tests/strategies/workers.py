@@ -43,7 +43,8 @@ def reduce_equal_to_stock(seed, scheduler):
   from tf_preempt.strategies import PreemptiveMultiWorkerMirroredStrategy  # pylint: disable=g-import-not-at-top
   strategy = PreemptiveMultiWorkerMirroredStrategy(
       scheduler=scheduler, scheduler_options=(
-          {"chunk_bytes": 64} if scheduler == "pace" else None))
+          {"chunk_bytes": 64, "fuse": False} if scheduler == "pace"
+          else None))
   ops = strategy.cross_device_ops
   state = tf_internals.cross_device_ops_state(ops)
   # Stock ops on the same group and key allocator, so the two never reuse
