@@ -27,7 +27,7 @@ def next_collective_key_base():
 
 
 def install(strategy, plan, scheduler, scheduler_options=None,
-            communication_options=None):
+            communication_options=None, scheduler_op=None):
   """Makes `strategy` all-reduce with a `PreemptiveAllReduce`.
 
   The strategy keeps everything else it built (devices, input pipeline,
@@ -41,6 +41,8 @@ def install(strategy, plan, scheduler, scheduler_options=None,
     scheduler: the scheduler for values the plan does not cover.
     scheduler_options: options of the scheduler.
     communication_options: options merged into the strategy's defaults.
+    scheduler_op: whether to use the scheduler op (see
+      `PreemptiveAllReduce`).
 
   Returns:
     The installed `PreemptiveAllReduce`, or None if the strategy does not use
@@ -54,7 +56,7 @@ def install(strategy, plan, scheduler, scheduler_options=None,
     return PreemptiveAllReduce(
         devices, group_size, options, collective_keys, plan=plan,
         scheduler=scheduler, scheduler_options=scheduler_options,
-        worker_index=worker_index)
+        worker_index=worker_index, scheduler_op=scheduler_op)
 
   return tf_internals.replace_collective_ops(
       strategy.extended, make_ops, communication_options)

@@ -31,7 +31,8 @@ class PreemptiveMirroredStrategy(tf.distribute.MirroredStrategy):
                plan: Optional[Plan] = None,
                scheduler: str = "pace",
                communication_options=None,
-               scheduler_options: Optional[Dict[str, Any]] = None):
+               scheduler_options: Optional[Dict[str, Any]] = None,
+               scheduler_op: Optional[bool] = None):
     """Creates the strategy.
 
     Args:
@@ -45,7 +46,12 @@ class PreemptiveMirroredStrategy(tf.distribute.MirroredStrategy):
         `tf.distribute.experimental.CommunicationOptions`, merged into the
         strategy's defaults (implementation, timeout).
       scheduler_options: the scheduler's options, e.g.
-        `{"bytes_per_pack": 1 << 20}` for "tf_packed".
+        `{"bytes_per_pack": 1 << 20}` for "tf_packed", and the scheduler
+        op's credit, `credit_collectives` and `credit_bytes` (see
+        `PreemptiveAllReduce`).
+      scheduler_op: whether the planned collectives go through the C++
+        scheduler op (credit, plan-order release, telemetry): True requires
+        it, False never uses it, None (default) uses it if it loads.
 
     Raises:
       ValueError: on an unknown scheduler.
@@ -58,7 +64,7 @@ class PreemptiveMirroredStrategy(tf.distribute.MirroredStrategy):
     self._collective_key_base = _install.next_collective_key_base()
     super().__init__(devices=devices)
     installed = _install.install(self, plan, scheduler, scheduler_options,
-                                 communication_options)
+                                 communication_options, scheduler_op)
     if installed is None:
       logging.warning(
           "PreemptiveMirroredStrategy: TensorFlow chose non-collective "

@@ -30,7 +30,8 @@ class PreemptiveMultiWorkerMirroredStrategy(
                communication_options=None,
                plan: Optional[Plan] = None,
                scheduler: str = "pace",
-               scheduler_options: Optional[Dict[str, Any]] = None):
+               scheduler_options: Optional[Dict[str, Any]] = None,
+               scheduler_op: Optional[bool] = None):
     """Creates the strategy.
 
     Args:
@@ -43,7 +44,10 @@ class PreemptiveMultiWorkerMirroredStrategy(
         every worker must pass the same one.
       scheduler: the scheduler that plans all-reduces `plan` does not cover
         (see `PreemptiveMirroredStrategy`).
-      scheduler_options: the scheduler's options.
+      scheduler_options: the scheduler's options, including the scheduler
+        op's credit (see `PreemptiveMirroredStrategy`).
+      scheduler_op: whether to use the scheduler op (see
+        `PreemptiveMirroredStrategy`).
 
     Raises:
       ValueError: on an unknown scheduler.
@@ -57,7 +61,8 @@ class PreemptiveMultiWorkerMirroredStrategy(
     super().__init__(cluster_resolver=cluster_resolver,
                      communication_options=communication_options)
     self._preemptive_ops = _install.install(self, plan, scheduler,
-                                            scheduler_options)
+                                            scheduler_options,
+                                            scheduler_op=scheduler_op)
 
   @property
   def cross_device_ops(self):

@@ -24,6 +24,14 @@ mismatch raises `PlanMismatchError` on every worker instead of a hang. The
 check runs once per plan and process, eagerly, when the plan is first bound
 (at trace time inside `tf.function`), so steps pay nothing for it.
 
+Scheduler op. With `scheduler_op` (by default whenever the C++ library
+loads) every collective of the plan also passes through the scheduler op's
+gate before it and its completion op after it: the gate releases the
+collectives in plan order within a credit of collectives / bytes in flight,
+and both record the per-collective timestamps that `telemetry` returns. The
+values pass through unchanged, so both modes give bit-identical results.
+The wiring lives in `scheduling`.
+
 Timeouts. Unless the options set one, every collective gets
 `DEFAULT_TIMEOUT_SECONDS`, so a dead peer surfaces as
 `tf.errors.DeadlineExceededError` instead of a hang.
@@ -40,6 +48,7 @@ from tf_preempt.plan.plan import Plan
 from tf_preempt.runtime import agreement
 from tf_preempt.runtime import binding
 from tf_preempt.runtime import default_plan
+from tf_preempt.runtime import scheduling
 from tf_preempt.runtime import tf_internals
 
 ReduceOp = tf_internals.ReduceOp
@@ -73,6 +82,13 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
   position, dtype and shape. Other all-reduces (a loss, a metric) and all
   all-reduces when no plan is given get a plan made by `scheduler` from the
   values' sizes alone.
+
+  With the scheduler op (`scheduler_op`), each device releases the planned
+  collectives in plan order while at most `credit_collectives` of them (and
+  `credit_bytes` bytes, if set) are in flight; both come from
+  `scheduler_options` (see `__init__`). `telemetry()` returns when each
+  collective was ready, released and done. After a step failed or was
+  cancelled, call `reset_scheduler()` on every worker before the next one.
   """
 
   def __init__(self,
@@ -84,7 +100,8 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
                scheduler: str = "pace",
                scheduler_options: Optional[Dict[str, Any]] = None,
                canonicalize_devices: bool = True,
-               worker_index: Optional[int] = None):
+               worker_index: Optional[int] = None,
+               scheduler_op: Optional[bool] = None):
     """Initializes the object.
 
     Args:
@@ -101,18 +118,32 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
         "pace", "priority", "fifo", "tf_default", "tf_packed", "horovod",
         "ddp", "bytescheduler".
       scheduler_options: options for the scheduler (e.g. `bytes_per_pack`
-        for "tf_packed"), JSON-serialisable.
+        for "tf_packed"), JSON-serialisable. Three keys are read by the
+        scheduler op instead of the planner: `credit_collectives`, the
+        collectives in flight per device (default 1 for NCCL and for AUTO on
+        GPUs, 2 for RING and AUTO on CPUs); `credit_bytes`, the bytes in
+        flight per device (default 0: no limit; a larger collective runs
+        alone); `telemetry_iterations`, the steps of telemetry kept
+        (default 16).
       canonicalize_devices: as for `CollectiveAllReduce`.
       worker_index: this worker's index in the cluster, for messages;
         defaults to the task of the first device.
+      scheduler_op: whether to gate the planned collectives with the C++
+        scheduler op: True requires it, False never uses it (the ordering
+        token alone keeps the plan order), None uses it if its library
+        loads and otherwise logs once and goes without.
 
     Raises:
       TypeError: if `plan` is not a `Plan`.
-      ValueError: on an unknown scheduler or a bad group size.
+      ValueError: on an unknown scheduler, a bad group size or credit.
+      SchedulerOpsUnavailableError: if `scheduler_op` is True and the op
+        library does not load; the message says how to rebuild it.
     """
     if plan is not None and not isinstance(plan, Plan):
       raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
     default_plan.check_scheduler(scheduler)
+    planner_options, credit = scheduling.split_options(scheduler_options)
+    use_op = scheduling.resolve_mode(scheduler_op)
     if options is None:
       options = CommunicationOptions()
     if options.timeout_seconds is None:
@@ -126,6 +157,10 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     self._plan = plan
     self._scheduler = scheduler
     self._scheduler_options = dict(scheduler_options or {})
+    self._planner_options = planner_options
+    self._scheduler_op = scheduler_op
+    self._op_scheduler = (scheduling.OpScheduler(self.devices, credit)
+                          if use_op else None)
     self._worker_index = (_worker_of(devices[0]) if worker_index is None
                           else int(worker_index))
     # Bound plans by the values' signature; binding and default planning are
@@ -146,6 +181,11 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
   @property
   def scheduler(self) -> str:
     return self._scheduler
+
+  @property
+  def uses_scheduler_op(self) -> bool:
+    """Whether the planned collectives go through the scheduler op."""
+    return self._op_scheduler is not None
 
   @property
   def group_size(self) -> int:
@@ -198,7 +238,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
         plan = default_plan.make_default_plan(
             specs, positions, self._scheduler, self.group_size,
             bytes_per_pack=options.bytes_per_pack, eager=eager,
-            scheduler_options=self._scheduler_options)
+            scheduler_options=self._planner_options)
         bound = binding.bind_default(plan, positions, specs)
       self._bound[key] = bound
       return bound
@@ -207,6 +247,42 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     if key not in self._logged:
       self._logged.add(key)
       logging.info(msg, *args)
+
+  # --- the scheduler op ----------------------------------------------------
+
+  def telemetry(self, num_iterations: int = 0,
+                fingerprint: Optional[str] = None):
+    """Per-device scheduler records of one plan's last iterations.
+
+    One record per planned collective and step (iteration), with the
+    collective's id (its position in the plan's issue order, counted over
+    the collectives cut at fixed offsets) and when its input was ready, when
+    the gate released it and when it was done. The result is what
+    `tf_preempt.telemetry.chrome_trace.write_chrome_trace` takes.
+
+    Args:
+      num_iterations: iterations to return; 0 for all that are kept.
+      fingerprint: a prefix of the plan's fingerprint; by default the
+        configured plan with the most collectives (the gradient plan).
+
+    Returns:
+      {device: [`tf_preempt.ops.CollectiveRecord`, ...]}, ordered by
+      iteration and collective id; {} without the scheduler op or before
+      the first all-reduce.
+    """
+    if self._op_scheduler is None:
+      return {}
+    return self._op_scheduler.telemetry(num_iterations, fingerprint)
+
+  def reset_scheduler(self) -> None:
+    """Restarts every plan's scheduler at iteration 0 on the local devices.
+
+    Call it after a step failed or was cancelled (on every worker, before
+    the next step): the gates of that step may have been released on some
+    devices and not on others. A no-op without the scheduler op.
+    """
+    if self._op_scheduler is not None:
+      self._op_scheduler.reset()
 
   # --- agreement -----------------------------------------------------------
 
@@ -276,7 +352,10 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
 
     results = [None] * len(flat)
     with tf.device(device):
-      self._run_steps(launcher, flat, specs, bound, options, results)
+      gated = (None if self._op_scheduler is None else
+               self._op_scheduler.prepare(bound, specs,
+                                          options.implementation))
+      self._run_steps(launcher, flat, specs, bound, options, results, gated)
       for pos in bound.passthrough:
         results[pos] = tf.identity(flat[pos])
       if reduce_op == ReduceOp.MEAN:
@@ -294,8 +373,13 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
       results[pos] = reduced
     return tf.nest.pack_sequence_as(value, results)
 
-  def _run_steps(self, launcher, flat, specs, bound, options, results):
-    """Issues the bound plan's collectives in order and stitches results."""
+  def _run_steps(self, launcher, flat, specs, bound, options, results,
+                 gated=None):
+    """Issues the bound plan's collectives in order and stitches results.
+
+    With a `scheduling.GatedPlan`, each gated step goes through the
+    scheduler op's gate before its collective and its completion op after.
+    """
     flats = {}
 
     def flat_of(pos):
@@ -304,7 +388,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
       return flats[pos]
 
     reduced_pieces = {}
-    for step in bound.steps:
+    for index, step in enumerate(bound.steps):
       parts = []
       for pos, offset, count in step:
         whole = (count is binding.WHOLE or
@@ -312,7 +396,12 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
         parts.append(flat_of(pos) if whole else
                      flat_of(pos)[offset:offset + count])
       fused = parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+      cid = None if gated is None else gated.step_ids[index]
+      if cid is not None:
+        fused = scheduling.gate(fused, gated, cid)
       reduced = launcher.all_reduce(fused, None, options)
+      if cid is not None:
+        reduced = scheduling.complete(reduced, gated, cid)
       if len(parts) == 1:
         outputs = [reduced]
       else:
@@ -337,4 +426,4 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
         plan=self._plan, scheduler=self._scheduler,
         scheduler_options=self._scheduler_options,
         canonicalize_devices=state.canonicalize_devices,
-        worker_index=self._worker_index)
+        worker_index=self._worker_index, scheduler_op=self._scheduler_op)
