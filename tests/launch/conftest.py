@@ -14,8 +14,16 @@ import pytest
 TOKEN_VAR = "TF_PREEMPT_LAUNCH_TEST_TOKEN"
 
 
-def live_pids_with_token(token):
-  """Pids of live (not zombie) processes whose environment has the token."""
+def live_pids_with_token(token, argv_prefixes=None):
+  """Pids of live (not zombie) processes whose environment has the token.
+
+  Args:
+    token: the token.
+    argv_prefixes: if given, only processes whose argv starts with one of
+      these tuples, e.g. to count workers but neither the wrappers that exec
+      them nor the launcher's forked children (whose argv is the launcher's
+      until they exec).
+  """
   needle = f"{TOKEN_VAR}={token}".encode()
   found = []
   for entry in os.listdir("/proc"):
@@ -28,8 +36,14 @@ def live_pids_with_token(token):
       if state == b"Z":
         continue
       with open(f"/proc/{entry}/environ", "rb") as f:
-        if needle in f.read().split(b"\0"):
-          found.append(int(entry))
+        if needle not in f.read().split(b"\0"):
+          continue
+      if argv_prefixes is not None:
+        with open(f"/proc/{entry}/cmdline", "rb") as f:
+          argv = tuple(a.decode() for a in f.read().split(b"\0"))
+        if not any(argv[:len(p)] == tuple(p) for p in argv_prefixes):
+          continue
+      found.append(int(entry))
     except (OSError, IndexError):
       continue  # Exited meanwhile, or not ours to read.
   return found
@@ -57,8 +71,8 @@ class Token:
     self.value = uuid.uuid4().hex
     self.env = {TOKEN_VAR: self.value}
 
-  def live(self):
-    return live_pids_with_token(self.value)
+  def live(self, argv_prefixes=None):
+    return live_pids_with_token(self.value, argv_prefixes)
 
   def wait_gone(self, timeout_s=5.0):
     return wait_until_gone(self.value, timeout_s)

@@ -158,3 +158,17 @@ def test_bad_command_fails_at_start(tmp_path):
                      match="worker-0: program '/nonexistent/program' not "
                            "found"):
     processes.run_workers(specs, log_dir=str(tmp_path))
+
+
+@pytest.mark.slow
+def test_without_fail_fast_the_others_finish(token, tmp_path):
+  specs = [processes.WorkerSpec(argv=_python("import sys; sys.exit(4)"),
+                                env=token.env),
+           processes.WorkerSpec(argv=_python("import time; time.sleep(1); "
+                                             "print('{\"done\": true}')"),
+                                env=token.env)]
+  result = processes.run_workers(specs, timeout_s=30, log_dir=str(tmp_path),
+                                 fail_fast=False)
+  assert result.failed == 0 and result.exit_code == 4
+  assert result.workers[1].returncode == 0 and not result.workers[1].killed
+  assert result.workers[1].stats == {"done": True}

@@ -356,11 +356,15 @@ class WorkerGroup:
         self._returncodes[i] = proc.poll()
     return list(self._returncodes)
 
-  def wait(self, timeout_s: Optional[float] = None) -> GroupResult:
+  def wait(self, timeout_s: Optional[float] = None,
+           fail_fast: bool = True) -> GroupResult:
     """Waits until all exit 0, one fails, or the timeout; kills the rest.
 
     Args:
       timeout_s: seconds from `start`; None waits forever.
+      fail_fast: stop waiting (and kill the others) at the first worker that
+        exits non-zero. Without it, wait for every worker (tests of error
+        paths where one worker is meant to fail and the others to finish).
 
     Returns:
       The group's result; every worker has exited when it returns.
@@ -372,9 +376,10 @@ class WorkerGroup:
     deadline = None if timeout_s is None else self._start_time + timeout_s
     while True:
       codes = self.poll()
-      failed = next((i for i, c in enumerate(codes) if c not in (None, 0)),
-                    None)
-      if failed is not None or all(c == 0 for c in codes):
+      if failed is None:
+        failed = next(
+            (i for i, c in enumerate(codes) if c not in (None, 0)), None)
+      if (failed is not None and fail_fast) or None not in codes:
         break
       if deadline is not None and time.monotonic() >= deadline:
         timed_out = True
@@ -458,7 +463,8 @@ class WorkerGroup:
 
 def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
                 log_dir: Optional[str] = None, grace_s: float = 3.0,
-                die_with_parent: bool = True) -> GroupResult:
+                die_with_parent: bool = True,
+                fail_fast: bool = True) -> GroupResult:
   """Starts the workers, waits for them, and kills them whatever happens.
 
   Args:
@@ -467,6 +473,7 @@ def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
     log_dir: directory for the log files; a temporary one if None.
     grace_s: seconds between SIGTERM and SIGKILL.
     die_with_parent: see `WorkerGroup`.
+    fail_fast: see `WorkerGroup.wait`.
 
   Returns:
     The group's result.
@@ -476,7 +483,7 @@ def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
   """
   with WorkerGroup(specs, log_dir=log_dir, grace_s=grace_s,
                    die_with_parent=die_with_parent) as group:
-    return group.wait(timeout_s)
+    return group.wait(timeout_s, fail_fast=fail_fast)
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
