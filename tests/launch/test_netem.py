@@ -47,7 +47,8 @@ _SERVER = textwrap.dedent("""
 # ("rate") or 20 one-byte ping-pongs ("echo"). Prints one JSON line.
 _CLIENT = textwrap.dedent("""
     import json, socket, sys, time
-    host, port, mode, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    host, port, mode, size = sys.argv[1], int(sys.argv[2]), *sys.argv[3:5]
+    size = int(size)
     deadline = time.monotonic() + 10
     while True:
       sock = socket.socket(); sock.settimeout(20)
@@ -71,7 +72,8 @@ _CLIENT = textwrap.dedent("""
       while sent < size:
         sock.sendall(chunk); sent += len(chunk)
     sock.close()
-    print(json.dumps({"connect_s": connect_s, "rtts": sorted(rtts)}), flush=True)
+    print(json.dumps({"connect_s": connect_s, "rtts": sorted(rtts)}),
+          flush=True)
 """)
 
 

@@ -185,7 +185,8 @@ class Support:
     return ", ".join(works)
 
 
-def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
+def _run(argv: Sequence[str],
+         check: bool = True) -> subprocess.CompletedProcess:
   proc = subprocess.run(list(argv), capture_output=True, text=True,
                         stdin=subprocess.DEVNULL, check=False)
   if check and proc.returncode != 0:
