@@ -3,6 +3,7 @@
 import itertools
 import threading
 
+from tf_preempt.runtime import replica_context
 from tf_preempt.runtime import tf_internals
 from tf_preempt.runtime.cross_device_ops import PreemptiveAllReduce
 
@@ -60,3 +61,24 @@ def install(strategy, plan, scheduler, scheduler_options=None,
 
   return tf_internals.replace_collective_ops(
       strategy.extended, make_ops, communication_options)
+
+
+class PreemptiveStrategyMixin:
+  """What both preemptive strategies change in TensorFlow's behaviour.
+
+  Mixed in before the TensorFlow strategy class. `run` executes the replica
+  function under `PreemptiveReplicaContext`, whose all-reduce gives every
+  reduced value its own gradient function: stock `ReplicaContext.all_reduce`
+  joins all results in one `IdentityN`, which makes every reduced gradient
+  wait for the last collective and defeats a preemptive order.
+  """
+
+  def run(self, fn, args=(), kwargs=None, options=None):
+    """As `tf.distribute.Strategy.run`."""
+    return super().run(replica_context.run_in_context(self, fn), args,
+                       kwargs, options)
+
+  @property
+  def cross_device_ops(self):
+    """The `PreemptiveAllReduce` in use, or None if collectives are not."""
+    return self._preemptive_ops

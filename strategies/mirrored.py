@@ -10,7 +10,8 @@ from tf_preempt.runtime import default_plan
 from tf_preempt.strategies import _install
 
 
-class PreemptiveMirroredStrategy(tf.distribute.MirroredStrategy):
+class PreemptiveMirroredStrategy(_install.PreemptiveStrategyMixin,
+                                 tf.distribute.MirroredStrategy):
   """Synchronous training on the devices of one machine, planned all-reduce.
 
   A drop-in replacement for `tf.distribute.MirroredStrategy`: `scope()`,
@@ -72,8 +73,3 @@ class PreemptiveMirroredStrategy(tf.distribute.MirroredStrategy):
           "gradients are reduced as by MirroredStrategy, without a plan.",
           self.extended.worker_devices)
     self._preemptive_ops = installed
-
-  @property
-  def cross_device_ops(self):
-    """The `PreemptiveAllReduce` in use, or None if collectives are not."""
-    return self._preemptive_ops

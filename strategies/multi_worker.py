@@ -10,6 +10,7 @@ from tf_preempt.strategies import _install
 
 
 class PreemptiveMultiWorkerMirroredStrategy(
+    _install.PreemptiveStrategyMixin,
     tf.distribute.MultiWorkerMirroredStrategy):
   """Synchronous training on many workers (TF_CONFIG), planned all-reduce.
 
@@ -63,8 +64,3 @@ class PreemptiveMultiWorkerMirroredStrategy(
     self._preemptive_ops = _install.install(self, plan, scheduler,
                                             scheduler_options,
                                             scheduler_op=scheduler_op)
-
-  @property
-  def cross_device_ops(self):
-    """The `PreemptiveAllReduce` in use."""
-    return self._preemptive_ops

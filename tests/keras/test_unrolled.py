@@ -4,7 +4,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.distribute import cross_device_ops as tf_cross_device_ops
 
 from tf_preempt import PreemptiveMirroredStrategy
 from tf_preempt.keras import unroll_train_steps
@@ -12,6 +11,7 @@ from tf_preempt.plan import CostModel
 from tf_preempt.plan import TrainingDAG
 from tf_preempt.plan import make_plan
 from tf_preempt.keras.unrolled import UnrolledTrainFunction
+from tf_preempt.testing import collectives
 from tf_preempt.testing import graphs
 
 _BATCHES_PER_EPOCH = 7  # not a multiple of K: the last block is partial
@@ -39,14 +39,6 @@ def _model(strategy, steps_per_execution, metrics=("mae",), width=16,
   return model
 
 
-def _stock_collective_strategy(devices, bytes_per_pack=0):
-  return tf.distribute.MirroredStrategy(
-      devices, cross_device_ops=tf_cross_device_ops.CollectiveAllReduce(
-          devices, len(devices),
-          options=tf.distribute.experimental.CommunicationOptions(
-              bytes_per_pack=bytes_per_pack)))
-
-
 class _BatchCounter(keras.callbacks.Callback):
 
   def __init__(self):
@@ -69,10 +61,7 @@ def _fit(model, unroll):
 
 def _strategies(logical_cpus):
   return {
-      "mirrored_default": lambda: tf.distribute.MirroredStrategy(
-          list(logical_cpus[:2])),
-      "mirrored_collective": lambda: _stock_collective_strategy(
-          list(logical_cpus[:2])),
+      "stock": lambda: collectives.stock_mirrored_strategy(logical_cpus[:2]),
       "preemptive_pace": lambda: PreemptiveMirroredStrategy(
           list(logical_cpus[:2]), scheduler="pace"),
       "preemptive_priority": lambda: PreemptiveMirroredStrategy(
@@ -81,8 +70,7 @@ def _strategies(logical_cpus):
 
 
 @pytest.mark.parametrize("strategy_name",
-                         ["mirrored_default", "mirrored_collective",
-                          "preemptive_pace", "preemptive_priority"])
+                         ["stock", "preemptive_pace", "preemptive_priority"])
 def test_unrolled_blocks_train_like_single_steps(strategy_name, logical_cpus):
   make_strategy = _strategies(logical_cpus)[strategy_name]
   ref, ref_history, ref_ends = _fit(_model(make_strategy(), 1), unroll=False)
@@ -174,8 +162,8 @@ def first_layer_waits_for_last_layer_reduction(graph, model):
 
 
 def test_unrolled_graph_has_no_nested_function_calls(logical_cpus):
-  graph, _ = _two_step_graph(_stock_collective_strategy(
-      list(logical_cpus[:2])))
+  graph, _ = _two_step_graph(collectives.stock_mirrored_strategy(
+      logical_cpus[:2]))
   calls = [op.name for op in graph.get_operations()
            if op.type in ("PartitionedCall", "StatefulPartitionedCall",
                           "While", "StatelessWhile", "If", "StatelessIf")]
@@ -185,8 +173,8 @@ def test_unrolled_graph_has_no_nested_function_calls(logical_cpus):
 def test_stock_single_pack_makes_next_step_wait(logical_cpus):
   # The negative control of the overlap test: with stock TensorFlow's one
   # pack, step 2's first layer waits for the whole reduction of step 1.
-  graph, model = _two_step_graph(_stock_collective_strategy(
-      list(logical_cpus[:2])))
+  graph, model = _two_step_graph(collectives.stock_mirrored_strategy(
+      logical_cpus[:2]))
   assert first_layer_waits_for_last_layer_reduction(graph, model)
 
 

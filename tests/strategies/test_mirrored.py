@@ -11,6 +11,7 @@ from tf_preempt.plan.plan import PlanTensor
 from tf_preempt.plan.plan import plan_from_groups
 from tf_preempt.runtime import PreemptiveAllReduce
 from tf_preempt.strategies import PreemptiveMirroredStrategy
+from tf_preempt.testing import collectives
 
 DEVICES = ["/cpu:0", "/cpu:1"]
 
@@ -54,7 +55,7 @@ def _train(strategy, steps=4):
 
 @pytest.fixture(scope="module")
 def stock_result():
-  return _train(tf.distribute.MirroredStrategy(DEVICES))
+  return _train(collectives.stock_mirrored_strategy(DEVICES))
 
 
 @pytest.mark.parametrize("scheduler", ["pace", "tf_default", "fifo", "ddp"])
