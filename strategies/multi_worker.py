@@ -64,3 +64,37 @@ class PreemptiveMultiWorkerMirroredStrategy(
     self._preemptive_ops = _install.install(self, plan, scheduler,
                                             scheduler_options,
                                             scheduler_op=scheduler_op)
+
+  def reduce(self, reduce_op, value, axis):
+    """As `tf.distribute.Strategy.reduce`, also for what Keras `fit` asks.
+
+    Stock `MultiWorkerMirroredStrategy` cannot serve two calls that Keras 3's
+    `fit` makes (keras-team/keras#20585, tensorflow/tensorflow#72388): a
+    nested structure of per-replica values (the first batch, which
+    `_maybe_symbolic_build` reduces to learn the shapes) and a per-replica
+    scalar with `axis=0` (the loss and metrics, from `reduce_per_replica`).
+    This one reduces each value of a nested structure on its own, and a
+    scalar, which has no axis, across replicas; everything else is stock.
+
+    Args:
+      reduce_op: a `tf.distribute.ReduceOp` or its name.
+      value: a (nested structure of) per-replica value(s).
+      axis: as for `tf.distribute.Strategy.reduce`.
+
+    Returns:
+      The reduced value(s), in `value`'s structure.
+    """
+    if tf.nest.is_nested(value):
+      return tf.nest.map_structure(
+          lambda v: self.reduce(reduce_op, v, axis), value)
+    if axis is not None and _is_scalar(value):
+      axis = None
+    return super().reduce(reduce_op, value, axis)
+
+
+def _is_scalar(value):
+  """Whether every local component of `value` has rank 0."""
+  components = (value.values if isinstance(value, tf.distribute.DistributedValues)
+                else (value,))
+  return all(getattr(c, "shape", None) is not None and c.shape.rank == 0
+             for c in components)

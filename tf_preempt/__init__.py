@@ -21,7 +21,7 @@ _LAZY = {
     "PlanMismatchError": "tf_preempt.runtime.agreement",
     "PreemptiveMirroredStrategy": "tf_preempt.strategies",
     "PreemptiveMultiWorkerMirroredStrategy": "tf_preempt.strategies",
-    "unroll_train_steps": "tf_preempt.keras",
+    "unroll_steps": "tf_preempt.keras",
     "model_to_dag": "tf_preempt.profile.model_dag",
 }
 

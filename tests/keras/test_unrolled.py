@@ -6,11 +6,11 @@ import pytest
 import tensorflow as tf
 
 from tf_preempt import PreemptiveMirroredStrategy
-from tf_preempt.keras import unroll_train_steps
+from tf_preempt.keras import unroll_steps
 from tf_preempt.plan import CostModel
 from tf_preempt.plan import TrainingDAG
 from tf_preempt.plan import make_plan
-from tf_preempt.keras.unrolled import UnrolledTrainFunction
+from tf_preempt.keras.unrolled import UnrolledStepFunction
 from tf_preempt.testing import collectives
 from tf_preempt.testing import graphs
 
@@ -51,7 +51,7 @@ class _BatchCounter(keras.callbacks.Callback):
 
 def _fit(model, unroll):
   if unroll:
-    unroll_train_steps(model)
+    unroll_steps(model)
   counter = _BatchCounter()
   x, y = _data()
   history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
@@ -91,17 +91,17 @@ def test_unrolled_blocks_train_like_single_steps(strategy_name, logical_cpus):
 
 def test_steps_argument_sets_steps_per_execution(logical_cpus):
   model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1)
-  unroll_train_steps(model, steps=4)
+  unroll_steps(model, steps=4)
   assert model.steps_per_execution == 4
   model.make_train_function()
-  assert isinstance(model.train_function, UnrolledTrainFunction)
+  assert isinstance(model.train_function, UnrolledStepFunction)
 
 
 @pytest.mark.parametrize("steps", [0, -1, 2.0, True, "2"])
 def test_bad_steps_are_rejected(steps, logical_cpus):
   model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1)
   with pytest.raises(ValueError, match="steps must be a positive integer"):
-    unroll_train_steps(model, steps=steps)
+    unroll_steps(model, steps=steps)
 
 
 def _two_step_graph(strategy, width=16, out_units=1):
@@ -113,7 +113,7 @@ def _two_step_graph(strategy, width=16, out_units=1):
   model = _model(strategy, 2, metrics=(), width=width,
                  optimizer=lambda: keras.optimizers.SGD(0.01),
                  out_units=out_units)
-  unroll_train_steps(model)
+  unroll_steps(model)
   with strategy.scope():
     model.optimizer.build(model.trainable_variables)
   x, y = _data(out_units)
@@ -121,7 +121,7 @@ def _two_step_graph(strategy, width=16, out_units=1):
       tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
   iterator = iter(dataset)
   batches = (next(iterator), next(iterator))
-  function = UnrolledTrainFunction(model).function_for(2)
+  function = UnrolledStepFunction(model, model.train_step).function_for(2)
   return function.get_concrete_function(batches).graph, model
 
 

@@ -1,4 +1,4 @@
 """Keras integration: cross-step overlap in `fit`."""
 
-from tf_preempt.keras.unrolled import UnrolledTrainFunction
-from tf_preempt.keras.unrolled import unroll_train_steps
+from tf_preempt.keras.unrolled import UnrolledStepFunction
+from tf_preempt.keras.unrolled import unroll_steps

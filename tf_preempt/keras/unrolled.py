@@ -1,4 +1,4 @@
-"""K training steps in one flat graph, so step k+1 overlaps step k's reduction.
+"""K steps in one flat graph, so step k+1 overlaps step k's reduction.
 
 Stock Keras runs each step as its own `tf.function` (and `steps_per_execution`
 calls one nested function per step inside a while loop). A function call
@@ -6,9 +6,10 @@ waits for all of its side effects, so the next step's forward pass cannot
 start before the last gradient of this step is reduced and applied: priority
 scheduling would buy nothing.
 
-`unroll_train_steps(model)` replaces the model's train function with one that
+`unroll_steps(model)` replaces the model's train function with one that
 traces `model.steps_per_execution` calls of `model.train_step` back to back
-in ONE `tf.function`, with no nested function calls. Automatic control
+in ONE `tf.function`, with no nested function calls (and the test function,
+which `evaluate` and `fit`'s validation use, likewise with `test_step`). Automatic control
 dependencies then order each step's read of a variable after the previous
 step's update of that same variable only, so step k+1's first layer waits for
 its own parameter update, not for the whole reduction.
@@ -18,6 +19,11 @@ Keras semantics are kept: `fit`'s loop still hands over one block of
 block, the metrics and the optimizer's iteration count advance once per
 step, and a last block with fewer batches runs a function traced for that
 many steps (traced once, cached).
+
+It also makes `steps_per_execution > 1` work under distribution strategies:
+stock Keras 3.15 runs such blocks in a `tf.while_loop` whose `tf.cond` fails
+under `MirroredStrategy` and `MultiWorkerMirroredStrategy` on TensorFlow 2.21
+("You must feed a value for placeholder tensor 'while/cond/Placeholder'").
 """
 
 from typing import Dict, Optional
@@ -27,8 +33,8 @@ import tensorflow as tf
 from tf_preempt.keras import keras_internals
 
 
-class UnrolledTrainFunction:
-  """`model.train_function` that runs a block of steps in one flat graph.
+class UnrolledStepFunction:
+  """A train or test function that runs a block of steps in one flat graph.
 
   The batches of a block are taken from the distributed iterator eagerly and
   passed to the traced function as arguments; that is how the function knows
@@ -36,16 +42,22 @@ class UnrolledTrainFunction:
   put the steps in a nested function again).
   """
 
-  def __init__(self, model):
+  def __init__(self, model, step):
+    """Initializes the function.
+
+    Args:
+      model: the Keras model.
+      step: the per-batch step, `model.train_step` or `model.test_step`.
+    """
     self._model = model
+    self._step = step
     self._functions: Dict[int, object] = {}
 
   def _steps(self, batches):
-    model = self._model
-    strategy = model.distribute_strategy
+    strategy = self._model.distribute_strategy
     outputs = None
     for batch in batches:
-      outputs = strategy.run(model.train_step, args=(batch,))
+      outputs = strategy.run(self._step, args=(batch,))
     # Metrics are stateful: the last step's logs are the block's logs, as in
     # stock Keras.
     return keras_internals.reduce_per_replica(outputs, strategy, "auto")
@@ -72,8 +84,8 @@ class UnrolledTrainFunction:
     return self.function_for(len(batches))(tuple(batches))
 
 
-def unroll_train_steps(model, steps: Optional[int] = None):
-  """Makes `model.fit` run each block of steps in one flat graph.
+def unroll_steps(model, steps: Optional[int] = None):
+  """Makes `fit` and `evaluate` run each block of steps in one flat graph.
 
   Call after `model.compile` or before it: the replacement survives a
   re-compile (compile only drops the traced function).
@@ -96,9 +108,16 @@ def unroll_train_steps(model, steps: Optional[int] = None):
 
   def make_train_function(force=False):
     if model.train_function is None or force:
-      model.train_function = UnrolledTrainFunction(model)
+      model.train_function = UnrolledStepFunction(model, model.train_step)
     return model.train_function
 
+  def make_test_function(force=False):
+    if model.test_function is None or force:
+      model.test_function = UnrolledStepFunction(model, model.test_step)
+    return model.test_function
+
   model.make_train_function = make_train_function
+  model.make_test_function = make_test_function
   model.train_function = None
+  model.test_function = None
   return model
