@@ -195,6 +195,29 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
   def devices(self):
     return tf_internals.cross_device_ops_state(self).devices
 
+  def set_plan(self, plan: Optional[Plan]) -> None:
+    """Replaces the user's plan; functions traced from now on use it.
+
+    Functions traced before keep the collectives they were built with:
+    rebuild them (e.g. `model.make_train_function(force=True)`) to retrace.
+    The new plan goes through the workers' agreement check before its first
+    collective, like the first one did (that check is per fingerprint). Call
+    it on every worker with the same plan, between steps.
+
+    Args:
+      plan: the new `Plan`, or None for `scheduler`'s plans from sizes.
+
+    Raises:
+      TypeError: if `plan` is not a `Plan`.
+    """
+    if plan is not None and not isinstance(plan, Plan):
+      raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+    with self._plan_lock:
+      self._plan = plan
+      # Bound plans were derived from the old plan; default plans too are
+      # cheap to re-derive, so the whole cache goes.
+      self._bound.clear()
+
   # --- binding -------------------------------------------------------------
 
   @tf.autograph.experimental.do_not_convert
