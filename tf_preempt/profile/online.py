@@ -1,0 +1,551 @@
+"""Profiling a live model and cluster, and re-planning from the measurements.
+
+`profile_and_replan(model, strategy, ...)` is the whole loop for custom
+training loops; `tf_preempt.keras.ProfileAndReplan` calls it from `fit`.
+
+What is measured, and how:
+
+- Compute. Two functions run on every replica of the strategy, timed with
+  the wall clock (median of `repeats` calls after one that traces): the
+  forward pass, and the forward plus backward pass (the gradient of the sum
+  of the outputs with respect to `model.trainable_variables`). Neither
+  all-reduces anything. Backward = (forward + backward) - forward. The
+  per-layer split comes from `model_to_dag`'s roofline estimate, scaled so
+  that the forward ops sum to the measured forward time and the backward ops
+  to the measured backward time. Per-op traces (TF's profiler, step stats)
+  were not used: on CPU the Grappler/oneDNN-fused kernels map poorly onto
+  Keras layers, and the profiler is slow to start and to parse; a total per
+  phase is robust and is what the planner's ordering is most sensitive to.
+  The model runs with `training=False` on synthetic inputs, so neither batch
+  norm statistics nor dropout seeds move: profiling never changes the
+  training math.
+- Network. One all-reduce per size (4 KiB .. 16 MiB by default), issued
+  through the strategy's own per-device launchers (the path a plan's
+  collectives take), timed as above; `CostModel.fit` over the medians.
+- Telemetry. With the scheduler op, the records of the default plan's last
+  iterations give when each gradient became ready; the span from the first
+  to the last is reported next to the measured backward time, a cross-check
+  of the compute measurement in the conditions of real steps.
+
+Agreement. Measurements differ a little between workers, and so would plans
+made from them. Every worker therefore all-gathers every worker's
+measurements (one collective) and plans from their mean, computed in the
+same order everywhere: all workers derive the very same plan. The runtime's
+agreement check then verifies it by fingerprint before the plan's first
+collective, as for any plan.
+
+Cache. The plan is written, atomically (temp file + `os.replace`), to
+`<cache_dir>/plan-<signature>-w<world>-<implementation>.json`, where the
+signature hashes the trainable variables' shapes and dtypes. A restart finds
+it and skips the profiling. A file that cannot be parsed (truncated,
+corrupted) is logged and re-profiled, then overwritten; a well-formed file
+made for another model, world size or implementation raises
+`PlanCacheMismatchError` -- it is never used. With several workers, all of
+them profile unless every one found a valid cached plan (one collective
+decides), since profiling issues collectives that must match.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+import time
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_preempt.plan.cost import CostModel
+from tf_preempt.plan.dag import TrainingDAG
+from tf_preempt.plan.plan import Plan
+from tf_preempt.plan.plan import PlanTensor
+from tf_preempt.plan.registry import make_plan
+from tf_preempt.profile import model_dag
+from tf_preempt.runtime import tf_internals
+
+# Collective sizes the cost model is fitted from: from the alpha-dominated
+# end to the beta-dominated end of gradient sizes.
+DEFAULT_SIZES = (4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20)
+DEFAULT_REPEATS = 5
+CACHE_FORMAT = 1
+
+
+class PlanCacheMismatchError(ValueError):
+  """A cached plan was made for another model, world size or implementation."""
+
+
+# --- the cache ---------------------------------------------------------------
+
+
+def model_signature(model: keras.Model) -> str:
+  """A hash of the trainable variables' shapes and dtypes, in order.
+
+  Names are left out: Keras uniquifies layer names per process ("dense_3"),
+  so the same model gets other names after a restart.
+  """
+  spec = [[list(v.shape), keras.backend.standardize_dtype(v.dtype)]
+          for v in model.trainable_variables]
+  return hashlib.sha256(json.dumps(spec).encode()).hexdigest()
+
+
+def implementation_name(cross_device_ops) -> str:
+  """"ring", "nccl" or "auto": the collectives' implementation."""
+  options = tf_internals.cross_device_ops_state(cross_device_ops).options
+  return str(options.implementation.value).lower()
+
+
+def cache_path(cache_dir: str, signature: str, world_size: int,
+               implementation: str) -> str:
+  """The cache file of one (model, world size, implementation)."""
+  return os.path.join(
+      cache_dir,
+      f"plan-{signature[:16]}-w{world_size}-{implementation}.json")
+
+
+def save_cached_plan(path: str, plan: Plan, signature: str, world_size: int,
+                     implementation: str,
+                     measurements: Optional[Dict] = None) -> None:
+  """Writes a plan cache file atomically.
+
+  A temporary file in the same directory is written, flushed and renamed
+  over `path`: a crash leaves the old file or the new one, never half of it.
+  """
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  text = json.dumps({
+      "format": CACHE_FORMAT,
+      "signature": signature,
+      "world_size": int(world_size),
+      "implementation": implementation,
+      "fingerprint": plan.fingerprint(),
+      "measurements": measurements or {},
+      "plan": plan.to_dict(),
+  }, indent=1, sort_keys=True)
+  fd, tmp = tempfile.mkstemp(prefix=".plan-", suffix=".tmp",
+                             dir=os.path.dirname(path) or ".")
+  try:
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
+
+
+def load_cached_plan(path: str, signature: str, world_size: int,
+                     implementation: str) -> Optional[Plan]:
+  """Reads a plan cache file.
+
+  Args:
+    path: the file.
+    signature: `model_signature` of the model to train.
+    world_size: replicas over all workers.
+    implementation: `implementation_name` of the cross-device ops.
+
+  Returns:
+    The plan; None if there is no file, or if it cannot be parsed (logged:
+    the caller re-profiles and overwrites it).
+
+  Raises:
+    PlanCacheMismatchError: if the file is a valid cache of a plan made for
+      another model, world size or implementation.
+  """
+  try:
+    with open(path) as f:
+      text = f.read()
+  except FileNotFoundError:
+    return None
+  except OSError as e:
+    logging.warning("tf_preempt: cannot read plan cache %s (%s); "
+                    "re-profiling.", path, e)
+    return None
+  try:
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+      raise ValueError(f"not a plan cache of format {CACHE_FORMAT}")
+    plan = Plan.from_dict(data["plan"])
+    if plan.fingerprint() != data["fingerprint"]:
+      raise ValueError("the plan does not match its recorded fingerprint")
+    cached = (data["signature"], int(data["world_size"]),
+              data["implementation"])
+  except (ValueError, KeyError, TypeError) as e:
+    logging.warning("tf_preempt: plan cache %s is corrupted or truncated "
+                    "(%s); re-profiling and overwriting it.", path, e)
+    return None
+  wanted = (signature, int(world_size), implementation)
+  if cached != wanted:
+    what = [name for name, a, b in zip(
+        ("model signature", "world size", "implementation"), cached, wanted)
+            if a != b]
+    raise PlanCacheMismatchError(
+        f"Plan cache {path} was made for another {' and '.join(what)}: it "
+        f"holds (signature {cached[0][:16]}, world size {cached[1]}, "
+        f"{cached[2]}), this run is (signature {wanted[0][:16]}, world size "
+        f"{wanted[1]}, {wanted[2]}). Delete the file or use another "
+        "cache_dir.")
+  return plan
+
+
+# --- measurements ------------------------------------------------------------
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
+  """Median wall time of `fn()`; the first call (tracing) is not counted."""
+  _sync(fn())
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    _sync(fn())
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def _sync(outputs) -> None:
+  # Eager function calls return when their outputs exist; reading one small
+  # value of each output makes that explicit (and cheap).
+  for t in tf.nest.flatten(outputs, expand_composites=True):
+    if hasattr(t, "values") and not isinstance(t, tf.Tensor):
+      for v in t.values:
+        _ = tf.reshape(v, [-1])[:1].numpy()
+    elif isinstance(t, tf.Tensor):
+      _ = tf.reshape(t, [-1])[:1].numpy()
+
+
+def _synthetic_inputs(model: keras.Model, batch_size: int):
+  """Random inputs of `model.inputs`' shapes, with `batch_size` examples."""
+  rng = np.random.RandomState(0)
+  out = []
+  for spec in model.inputs:
+    shape = [batch_size] + [int(d) for d in spec.shape[1:]]
+    dtype = keras.backend.standardize_dtype(spec.dtype)
+    if dtype.startswith("int") or dtype.startswith("uint"):
+      out.append(tf.zeros(shape, dtype))  # valid ids for embeddings
+    else:
+      out.append(tf.constant(rng.randn(*shape).astype(dtype)))
+  return out[0] if len(out) == 1 else out
+
+
+def measure_compute(model: keras.Model, strategy, per_replica_batch: int,
+                    repeats: int = DEFAULT_REPEATS):
+  """Times the forward and the backward pass on every replica at once.
+
+  Args:
+    model: a built functional Keras model, made under `strategy`.
+    strategy: its strategy.
+    per_replica_batch: examples per replica.
+    repeats: timed calls per function (median).
+
+  Returns:
+    (forward_s, backward_s), seconds per step.
+  """
+  x = _synthetic_inputs(model, per_replica_batch)
+  variables = model.trainable_variables
+
+  def forward():
+    outputs = model(x, training=False)
+    return tf.add_n([tf.reduce_sum(o) for o in tf.nest.flatten(outputs)])
+
+  def forward_backward():
+    with tf.GradientTape() as tape:
+      loss = forward()
+    grads = tape.gradient(loss, variables)
+    # Every gradient is an output, so none of the backward pass is pruned.
+    return [g for g in grads if g is not None]
+
+  with strategy.scope():
+    fwd = tf.function(lambda: strategy.run(forward), autograph=False)
+    fwd_bwd = tf.function(lambda: strategy.run(forward_backward),
+                          autograph=False)
+    forward_s = _median_seconds(fwd, repeats)
+    total_s = _median_seconds(fwd_bwd, repeats)
+  # Timing noise can make the difference tiny or negative on a small model;
+  # a backward pass never costs less than a tenth of the forward one.
+  return forward_s, max(total_s - forward_s, 0.1 * forward_s)
+
+
+def time_collectives(cross_device_ops, sizes: Sequence[int] = DEFAULT_SIZES,
+                     repeats: int = DEFAULT_REPEATS) -> Dict[int, float]:
+  """Times one float32 all-reduce per size through the strategy's launchers.
+
+  Every worker must call it with the same sizes (its collectives match the
+  other workers'). Each size is its own function, traced once.
+
+  Args:
+    cross_device_ops: the strategy's `PreemptiveAllReduce`.
+    sizes: bytes per all-reduce, multiples of 4.
+    repeats: timed calls per size (median).
+
+  Returns:
+    {nbytes: median seconds}.
+  """
+  state = tf_internals.cross_device_ops_state(cross_device_ops)
+  out = {}
+  for nbytes in sizes:
+    inputs = []
+    for device in state.devices:
+      with tf.device(device):
+        inputs.append(tf.ones([max(1, int(nbytes) // 4)], tf.float32))
+
+    @tf.function(autograph=False)
+    def reduce_all(values):
+      outputs = []
+      for launcher, device, value in zip(state.launchers, state.devices,
+                                         values):
+        with tf.device(device):
+          reduced = launcher.all_reduce(value, None, state.options)
+          outputs.append(reduced[:1])  # a small output keeps it all alive
+      return outputs
+
+    out[int(nbytes)] = _median_seconds(lambda: reduce_all(inputs), repeats)
+  return out
+
+
+def all_workers_mean(cross_device_ops, vector: Sequence[float]) -> np.ndarray:
+  """The mean of `vector` over all replicas, bit-identical on every worker.
+
+  All-gathers the vectors (float64) and averages them in numpy in replica
+  order, so every worker computes the same numbers from the same rows.
+  """
+  state = tf_internals.cross_device_ops_state(cross_device_ops)
+  local = np.asarray(vector, dtype=np.float64)
+
+  @tf.function(autograph=False)
+  def gather():
+    outputs = []
+    for launcher, device in zip(state.launchers, state.devices):
+      with tf.device(device):
+        outputs.append(tf_internals.launcher_all_gather(
+            launcher, tf.constant(local[None, :]), state.options))
+    return outputs
+
+  rows = gather()[0].numpy().reshape(-1, local.size)
+  return rows.mean(axis=0)
+
+
+def telemetry_ready_span(cross_device_ops) -> Optional[float]:
+  """Median seconds from the first to the last gradient ready, or None.
+
+  Read from the scheduler op's records of the gradient plan (None without
+  the scheduler op or before the first step).
+  """
+  records = cross_device_ops.telemetry()
+  spans = []
+  for device_records in records.values():
+    by_iteration: Dict[int, List[int]] = {}
+    for r in device_records:
+      by_iteration.setdefault(r.iteration, []).append(r.ready_ns)
+    spans.extend((max(v) - min(v)) * 1e-9 for v in by_iteration.values()
+                 if len(v) > 1)
+  return statistics.median(spans) if spans else None
+
+
+# --- the DAG and the plan ----------------------------------------------------
+
+
+def measured_dag(model: keras.Model, per_replica_batch: int,
+                 forward_s: float, backward_s: float) -> TrainingDAG:
+  """`model_to_dag` with its per-op times scaled to measured phase totals."""
+  estimate = model_dag.model_to_dag(model, batch_size=per_replica_batch)
+  totals = {model_dag.FORWARD: forward_s, model_dag.BACKWARD: backward_s}
+  estimated = {phase: sum(op.duration for op in estimate.ops
+                          if op.phase == phase) for phase in totals}
+  profile = {}
+  for op in estimate.ops:
+    share = (op.duration / estimated[op.phase] if estimated[op.phase] > 0
+             else 1.0 / sum(1 for o in estimate.ops if o.phase == op.phase))
+    profile[op.name] = share * totals[op.phase]
+  return model_dag.model_to_dag(model, batch_size=per_replica_batch,
+                                profile=profile)
+
+
+def _with_variable_specs(plan: Plan, model: keras.Model) -> Plan:
+  """Records each variable's dtype and shape, so binding checks them."""
+  tensors = tuple(
+      dataclasses.replace(t, dtype=keras.backend.standardize_dtype(v.dtype),
+                          shape=tuple(int(d) for d in v.shape))
+      for t, v in zip(plan.tensors, model.trainable_variables))
+  return dataclasses.replace(plan, tensors=tensors)
+
+
+def _check_plan_fits(plan: Plan, model: keras.Model, path: str) -> None:
+  variables = model.trainable_variables
+  fits = len(plan.tensors) == len(variables) and all(
+      t.shape in (None, tuple(int(d) for d in v.shape))
+      for t, v in zip(plan.tensors, variables))
+  if not fits:
+    raise PlanCacheMismatchError(
+        f"Plan cache {path} holds a plan of {len(plan.tensors)} tensors "
+        f"that does not fit the model's {len(variables)} trainable "
+        "variables.")
+
+
+def chunk_bytes_of(plan: Plan) -> Optional[int]:
+  """The largest piece of a tensor the plan splits, or None if none is."""
+  sizes = [p.length for c in plan.collectives for p in c.pieces
+           if p.length < plan.tensors[p.tensor].nbytes]
+  return max(sizes) if sizes else None
+
+
+@dataclasses.dataclass
+class ReplanResult:
+  """What `profile_and_replan` did.
+
+  Attributes:
+    plan: the plan installed (or to install).
+    from_cache: whether it was read from the cache (nothing was measured).
+    cache_file: the cache file, if a cache directory was given.
+    profile_seconds: wall time of the profiling (0 from the cache).
+    forward_s: measured forward time per step (mean over replicas).
+    backward_s: measured backward time per step.
+    collective_seconds: {nbytes: median seconds} of the timed all-reduces.
+    cost: the fitted cost model.
+    telemetry_ready_span_s: first-to-last gradient ready time in the
+      warm-up steps, from the scheduler op, if available.
+  """
+  plan: Plan
+  from_cache: bool
+  cache_file: Optional[str] = None
+  profile_seconds: float = 0.0
+  forward_s: Optional[float] = None
+  backward_s: Optional[float] = None
+  collective_seconds: Optional[Dict[int, float]] = None
+  cost: Optional[CostModel] = None
+  telemetry_ready_span_s: Optional[float] = None
+
+  def summary_line(self, measured_step_s: Optional[float] = None) -> str:
+    plan = self.plan
+    chunk = chunk_bytes_of(plan)
+    predicted = plan.predicted_iteration_s
+    parts = [
+        f"tf_preempt re-plan ({'cached' if self.from_cache else 'profiled'}"
+        f" in {self.profile_seconds:.2f} s):",
+        f"{plan.scheduler} plan {plan.fingerprint()[:12]},",
+        f"{len(plan.tensors)} tensors in {plan.num_collectives} collectives,",
+        f"{sum(1 for c in plan.collectives if len(c.tensors) > 1)} fused,",
+        f"chunk {'none' if chunk is None else f'{chunk} B'},",
+        "predicted step " + ("n/a" if predicted is None else
+                             f"{predicted * 1e3:.2f} ms"),
+        "vs measured " + ("n/a" if measured_step_s is None else
+                          f"{measured_step_s * 1e3:.2f} ms"),
+    ]
+    if self.cost is not None:
+      parts.append(f"(alpha {self.cost.alpha * 1e6:.1f} us, "
+                   f"{1e-9 / self.cost.beta if self.cost.beta else 0:.2f} "
+                   "GB/s)")
+    return " ".join(parts)
+
+
+def warn_if_global_clipnorm(model: keras.Model) -> bool:
+  """Warns that clipping by global norm removes the overlap; True if set."""
+  optimizer = getattr(model, "optimizer", None)
+  if getattr(optimizer, "global_clipnorm", None):
+    message = (
+        "tf_preempt: the optimizer clips by global norm (global_clipnorm="
+        f"{optimizer.global_clipnorm}): every update waits for all reduced "
+        "gradients, so the next forward pass cannot overlap the all-reduce "
+        "and a preemptive plan gains little. Training is still correct; "
+        "use clipnorm (per variable) to keep the overlap.")
+    warnings.warn(message, RuntimeWarning, stacklevel=2)
+    logging.warning(message)
+    return True
+  return False
+
+
+def profile_and_replan(model: keras.Model,
+                       strategy,
+                       global_batch_size: int,
+                       cache_dir: Optional[str] = None,
+                       sizes: Sequence[int] = DEFAULT_SIZES,
+                       repeats: int = DEFAULT_REPEATS,
+                       scheduler: str = "pace",
+                       install: bool = True) -> ReplanResult:
+  """Measures the model and the cluster, plans, and installs the plan.
+
+  Call it between steps, on every worker alike. After it returns, rebuild
+  the functions that all-reduce the gradients (for Keras:
+  `model.make_train_function(force=True)`); the next trace uses the plan.
+
+  Args:
+    model: a built functional Keras model made under `strategy`.
+    strategy: a `PreemptiveMirroredStrategy` or
+      `PreemptiveMultiWorkerMirroredStrategy`.
+    global_batch_size: examples per step over all replicas.
+    cache_dir: where plans are cached; None for no cache.
+    sizes: bytes of the timed all-reduces (at least two distinct).
+    repeats: timed calls per measurement.
+    scheduler: the planner's scheduler.
+    install: whether to `set_plan` the result.
+
+  Returns:
+    A `ReplanResult`.
+
+  Raises:
+    ValueError: if the strategy has no `PreemptiveAllReduce`.
+    PlanCacheMismatchError: on a cache file of another model.
+  """
+  ops = getattr(strategy, "cross_device_ops", None)
+  if ops is None or not hasattr(ops, "set_plan"):
+    raise ValueError("profile_and_replan needs a tf_preempt strategy "
+                     "(PreemptiveMirroredStrategy or "
+                     "PreemptiveMultiWorkerMirroredStrategy).")
+  world = int(strategy.num_replicas_in_sync)
+  per_replica = max(1, int(global_batch_size) // world)
+  signature = model_signature(model)
+  implementation = implementation_name(ops)
+  path = (None if cache_dir is None else
+          cache_path(cache_dir, signature, world, implementation))
+  warn_if_global_clipnorm(model)
+
+  cached = None
+  if path is not None:
+    cached = load_cached_plan(path, signature, world, implementation)
+    if cached is not None:
+      _check_plan_fits(cached, model, path)
+  # Every worker must profile if any one does: profiling issues collectives.
+  if all_workers_mean(ops, [0.0 if cached is None else 1.0])[0] == 1.0:
+    if install:
+      ops.set_plan(cached)
+    logging.info("tf_preempt: using cached plan %s from %s",
+                 cached.fingerprint()[:12], path)
+    return ReplanResult(plan=cached, from_cache=True, cache_file=path)
+
+  start = time.perf_counter()
+  span = telemetry_ready_span(ops)
+  forward_s, backward_s = measure_compute(model, strategy, per_replica,
+                                          repeats)
+  local_coll = time_collectives(ops, sizes, repeats)
+  sizes = sorted(local_coll)
+  agreed = all_workers_mean(
+      ops, [forward_s, backward_s] + [local_coll[s] for s in sizes])
+  forward_s, backward_s = float(agreed[0]), float(agreed[1])
+  coll = {s: float(t) for s, t in zip(sizes, agreed[2:])}
+  cost = CostModel.fit(list(coll), list(coll.values()))
+  if cost.beta == 0:
+    # Noise on a fast in-process link can flatten the fit; a plan needs a
+    # positive per-byte cost to trade fusion against preemption.
+    largest = max(coll)
+    cost = CostModel(cost.alpha, max(coll[largest] - cost.alpha, 1e-12) /
+                     largest)
+  dag = measured_dag(model, per_replica, forward_s, backward_s)
+  plan = _with_variable_specs(make_plan(dag, cost, scheduler), model)
+  result = ReplanResult(
+      plan=plan, from_cache=False, cache_file=path,
+      profile_seconds=time.perf_counter() - start, forward_s=forward_s,
+      backward_s=backward_s, collective_seconds=coll, cost=cost,
+      telemetry_ready_span_s=span)
+  if path is not None:
+    save_cached_plan(path, plan, signature, world, implementation, {
+        "forward_s": forward_s, "backward_s": backward_s,
+        "collective_seconds": {str(k): v for k, v in coll.items()},
+        "cost": cost.to_dict(),
+    })
+  if install:
+    ops.set_plan(plan)
+  return result
