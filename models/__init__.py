@@ -1,16 +1,41 @@
 """Keras 3 functional models for benchmarks and tests (`tf_preempt.models`).
 
 `get(name, **kwargs)` builds a model by name; `names()` lists the names.
+Importing this package imports neither Keras nor TensorFlow: the builders
+below are loaded on first use (PEP 562), so a binary can validate a model
+name before TensorFlow starts.
 """
+
+import importlib
 
 from tf_preempt.models.registry import get
 from tf_preempt.models.registry import names
-from tf_preempt.models.resnet import resnet20
-from tf_preempt.models.resnet import resnet50
-from tf_preempt.models.resnet import resnet56
-from tf_preempt.models.resnet import resnet_cifar
-from tf_preempt.models.transformer import transformer_base
-from tf_preempt.models.transformer import transformer_classifier
-from tf_preempt.models.transformer import transformer_tiny
-from tf_preempt.models.vgg import vgg16
-from tf_preempt.models.vgg import vgg_small
+
+# Public name -> module that defines it; these modules import Keras.
+_LAZY = {
+    "resnet20": "tf_preempt.models.resnet",
+    "resnet50": "tf_preempt.models.resnet",
+    "resnet56": "tf_preempt.models.resnet",
+    "resnet_cifar": "tf_preempt.models.resnet",
+    "transformer_base": "tf_preempt.models.transformer",
+    "transformer_classifier": "tf_preempt.models.transformer",
+    "transformer_tiny": "tf_preempt.models.transformer",
+    "vgg16": "tf_preempt.models.vgg",
+    "vgg_small": "tf_preempt.models.vgg",
+}
+_SUBMODULES = ("resnet", "transformer", "vgg")
+
+
+def __getattr__(name):
+  if name in _SUBMODULES:
+    return importlib.import_module(f"{__name__}.{name}")
+  module = _LAZY.get(name)
+  if module is None:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  value = getattr(importlib.import_module(module), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_LAZY) + list(_SUBMODULES))

@@ -1,34 +1,51 @@
 """Model registry: builds a model of the package by name.
 
 Scripts and benchmarks take a model name from a flag; this table is the one
-place that maps names to builders.
+place that maps names to builders. It names each builder by module and
+function instead of holding the function, so that `names()` (and a training
+binary's flag validation) works without importing Keras or TensorFlow; the
+builder's module is imported by `get`.
 """
 
-from typing import Callable, Dict, List
+import importlib
+from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
-import keras
+if TYPE_CHECKING:
+  import keras  # pylint: disable=g-bad-import-order
 
-from tf_preempt.models import resnet
-from tf_preempt.models import transformer
-from tf_preempt.models import vgg
-
-_BUILDERS: Dict[str, Callable[..., keras.Model]] = {
-    "resnet20": resnet.resnet20,
-    "resnet50": resnet.resnet50,
-    "resnet56": resnet.resnet56,
-    "transformer": transformer.transformer_base,
-    "transformer_tiny": transformer.transformer_tiny,
-    "vgg16": vgg.vgg16,
-    "vgg_small": vgg.vgg_small,
+# name -> (module, function). The modules import Keras.
+_BUILDERS: Dict[str, Tuple[str, str]] = {
+    "resnet20": ("tf_preempt.models.resnet", "resnet20"),
+    "resnet50": ("tf_preempt.models.resnet", "resnet50"),
+    "resnet56": ("tf_preempt.models.resnet", "resnet56"),
+    "transformer": ("tf_preempt.models.transformer", "transformer_base"),
+    "transformer_tiny": ("tf_preempt.models.transformer", "transformer_tiny"),
+    "vgg16": ("tf_preempt.models.vgg", "vgg16"),
+    "vgg_small": ("tf_preempt.models.vgg", "vgg_small"),
 }
 
 
 def names() -> List[str]:
-  """Returns the registered model names, sorted."""
+  """Returns the registered model names, sorted. Imports nothing."""
   return sorted(_BUILDERS)
 
 
-def get(name: str, **kwargs) -> keras.Model:
+def builder(name: str) -> Callable[..., "keras.Model"]:
+  """Returns the builder function of a registered model (imports Keras).
+
+  Raises:
+    ValueError: if the name is not registered; the message lists the valid
+      names.
+  """
+  entry = _BUILDERS.get(name)
+  if entry is None:
+    raise ValueError(f"Unknown model {name!r}; valid names: "
+                     f"{', '.join(names())}.")
+  module, function = entry
+  return getattr(importlib.import_module(module), function)
+
+
+def get(name: str, **kwargs) -> "keras.Model":
   """Builds a registered model.
 
   Args:
@@ -42,8 +59,4 @@ def get(name: str, **kwargs) -> keras.Model:
     ValueError: if the name is not registered; the message lists the valid
       names.
   """
-  builder = _BUILDERS.get(name)
-  if builder is None:
-    raise ValueError(f"Unknown model {name!r}; valid names: "
-                     f"{', '.join(names())}.")
-  return builder(**kwargs)
+  return builder(name)(**kwargs)

@@ -1,42 +1,273 @@
-"""The interim `make demo`: the PACE planner on three real models, simulated.
+r"""`make demo`: real 2-worker training, stock TF's all-reduce vs PACE.
 
-For ResNet-50, VGG-16 and the base Transformer encoder at 8 workers and
-10 Gbit/s, plans the gradient all-reduce with every scheduler and prints the
-simulated iteration time and the speed-up over stock TensorFlow. Tensor sizes
-are the real Keras models' variables; compute times are a FLOPs estimate for
-a V100 (see tf_preempt/profile/model_dag.py).
+  python scripts/demo.py                    # the main job (about 2 minutes)
+  python scripts/demo.py --steps 20 --noattribution   # a quick look
+  python scripts/demo.py --simulate         # the planner's simulated tables
+
+Runs `scripts/train.py` as two TensorFlow workers on this machine through
+`tf_preempt.launch` (one CPU core, one intra-op thread each), over an
+emulated 2 Gbit/s link between two network namespaces when the machine
+allows it (root and tc tbf; latency emulation needs netem, which this
+kernel lacks), over plain loopback otherwise (the output says which). Both
+main runs train the same model from the same seed on the same synthetic
+data, global batch and link, with `PreemptiveMultiWorkerMirroredStrategy`
+and Keras `fit`:
+
+1. `--scheduler=tf_default --unroll=1`: stock TensorFlow's reduction
+   exactly (CollectiveAllReduce's one pack of all gradients, issued when the
+   whole backward pass is done), one step per `tf.function`, as stock Keras.
+2. `--scheduler=pace --unroll=2`: the PACE plan (priority order, fusion,
+   chunks) with two steps traced into one flat graph, so the next step's
+   forward pass starts while the tail of the all-reduce is still running.
+
+With `--attribution` (default) it also runs the two mixed settings (stock
+packing unrolled, PACE not unrolled) so that the speed-up can be split
+between the schedule and the cross-step overlap.
+
+Why vgg_small at global batch 10: the schedule can only help when
+communication and computation per step are of similar size. Measured on
+this machine (2 shared cores, TF 2.21 CPU, each worker pinned to one core
+with one intra-op thread):
+
+- compute: one training step of vgg_small (0.81 M parameters, 3.26 MB of
+  float32 gradients) at 5 examples (the per-worker share of 10) takes
+  21.2 ms (4 examples: 18.1 ms; 6: 25.0 ms), so the backward pass, about
+  two thirds of it, takes about 14 ms;
+- communication: an all-reduce of 3.26 MB between the two workers takes
+  14.9 ms over the emulated 2 Gbit/s link (9.8 ms over plain loopback).
+
+Backward compute and all-reduce are thus within about 5% of each other.
+Larger registry models (resnet20: 0.27 M parameters but 10x the compute;
+vgg16: 138 M parameters) are far from balance on one core at 2 Gbit/s.
+
+Stock `tf.distribute.MultiWorkerMirroredStrategy` itself cannot run Keras 3
+`fit` (keras-team/keras#20585, tensorflow/tensorflow#72388), so the
+baseline is the package's strategy with `--scheduler=tf_default`, whose
+collectives are exactly stock's.
 """
 
 import os
+import statistics
 import sys
 import time
+from typing import Any, Dict, List, Optional, Sequence
 
-# Only warnings and errors from TensorFlow's C++ side: the tables are the
-# output.
+from absl import app
+from absl import flags
+
+# Only warnings and errors from TensorFlow's C++ side (the --simulate path
+# imports TensorFlow in this process; the workers log to files).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import simulate  # pylint: disable=g-import-not-at-top,wrong-import-position
+_SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+_TRAIN = os.path.join(_SCRIPTS, "train.py")
 
-WORKERS = 8
-BANDWIDTH_GBPS = 10.0
+STOCK_CANNOT_FIT = (
+    "Stock tf.distribute.MultiWorkerMirroredStrategy cannot run Keras 3 fit "
+    "at all (ValueError from strategy.reduce before the first step; "
+    "keras-team/keras#20585, tensorflow/tensorflow#72388), so the baseline "
+    "is PreemptiveMultiWorkerMirroredStrategy with --scheduler=tf_default, "
+    "which issues exactly stock CollectiveAllReduce's collectives.")
+
+# The planner tables of the interim demo (--simulate).
+SIMULATE_WORKERS = 8
+SIMULATE_BANDWIDTH_GBPS = 10.0
 
 
-def main() -> None:
-  print("tf_preempt demo: a SIMULATION of the PACE all-reduce planner, not "
-        "training. Real multi-worker training with the planner's schedule "
-        "lands later.")
-  print(f"Each table: one training iteration of a real Keras model on "
-        f"{WORKERS} workers over a {BANDWIDTH_GBPS:g} Gbit/s ring all-reduce, "
-        "compute times estimated for a V100.\n")
+def define_flags() -> None:
+  """Defines the command-line flags (all optional, so tests need none)."""
+  flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
+  flags.DEFINE_integer("batch_size", 10, "Global batch size.")
+  flags.DEFINE_integer("steps", 120, "Training steps of each run.")
+  flags.DEFINE_integer("warmup_steps", 20,
+                       "Steps left out of each run's median step time.")
+  flags.DEFINE_integer("unroll", 2, "Steps per flat graph of the PACE run.")
+  flags.DEFINE_integer("num_workers", 2, "Worker processes.")
+  flags.DEFINE_string("bandwidth", "2gbit",
+                      "Emulated link rate (tc rate); empty for loopback.")
+  flags.DEFINE_boolean("attribution", True,
+                       "Also run tf_default unrolled and pace not unrolled.")
+  flags.DEFINE_float("timeout_s", 240.0, "Time limit of each run.")
+  flags.DEFINE_boolean("simulate", False,
+                       "Print the planner's simulated tables instead "
+                       "(ResNet-50, VGG-16, Transformer; 8 workers, "
+                       "10 Gbit/s).")
+
+
+def _link(bandwidth: Optional[str], out):
+  """The emulated link, or None (loopback), saying which and why."""
+  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+  if not bandwidth:
+    print("Network: plain loopback (no --bandwidth).", file=out)
+    return None
+  support = launch.check_available()
+  if support.rate:
+    print(f"Network: emulated {bandwidth} link between the workers' network "
+          f"namespaces (tc tbf; no latency emulation: "
+          f"{'available' if support.delay else 'this kernel has no netem'}).",
+          file=out)
+    return launch.LinkConfig(rate=bandwidth)
+  reasons = "; ".join(support.reasons) or "unknown reason"
+  print(f"Network: plain loopback; a {bandwidth} link cannot be emulated "
+        f"here ({reasons}).", file=out)
+  return None
+
+
+def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
+               steps: int, warmup_steps: int, num_workers: int, link,
+               timeout_s: float) -> Dict[str, Any]:
+  """Runs scripts/train.py on `num_workers` workers; returns their stats.
+
+  Raises:
+    RuntimeError: if a worker fails (with its last log lines).
+  """
+  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+  warmup_blocks = -(-warmup_steps // unroll)
+  command = [sys.executable, _TRAIN, "--strategy=multi_worker",
+             f"--model={model}", f"--batch_size={batch_size}",
+             f"--steps={steps}", f"--scheduler={scheduler}",
+             f"--unroll={unroll}", f"--warmup_blocks={warmup_blocks}"]
+  result = launch.launch(command, num_workers, timeout_s=timeout_s,
+                         link=link, intra_op_threads=1, inter_op_threads=2)
+  group = result.group
+  if not group.ok:
+    bad = group.workers[group.failed] if group.failed is not None else None
+    tail = bad.tail(20) if bad is not None else "(timed out)"
+    raise RuntimeError(f"the {scheduler} run failed (logs in "
+                       f"{result.log_dir}):\n{tail}")
+  stats = [w.stats for w in group.workers]
+  medians = [s["median_step_s"] for s in stats]
+  return {"scheduler": scheduler, "unroll": unroll,
+          # The steps are synchronous; the slowest worker's median is the
+          # cluster's.
+          "median_step_s": max(medians), "worker_medians": medians,
+          "examples_per_s": batch_size / max(medians),
+          "final_loss": stats[0]["final_loss"], "plan": stats[0]["plan"],
+          "timed_steps": stats[0]["timed_steps"],
+          "elapsed_s": group.elapsed_s}
+
+
+def _row(label: str, r: Dict[str, Any]) -> str:
+  plan = r["plan"] or {}
+  return (f"  {label:<34} {r['median_step_s'] * 1e3:8.1f} ms/step "
+          f"{r['examples_per_s']:8.1f} ex/s  {plan.get('collectives', '?'):>3}"
+          f" collective(s)  loss {r['final_loss']:.4f}")
+
+
+def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
+        warmup_steps: int = 20, unroll: int = 2, num_workers: int = 2,
+        bandwidth: Optional[str] = "2gbit", attribution: bool = True,
+        timeout_s: float = 240.0, out=None) -> Dict[str, Any]:
+  """The demo: baseline and PACE runs, printed; returns the numbers.
+
+  Returns:
+    {"baseline", "pace", "speedup", "network", "attribution" (list)}.
+  """
+  out = out or sys.stdout
+  start = time.perf_counter()
+  print(f"tf_preempt demo: {model}, global batch {batch_size}, {steps} "
+        f"steps per run ({warmup_steps} warm-up steps not timed), "
+        f"{num_workers} workers on one core each, Keras fit under "
+        "PreemptiveMultiWorkerMirroredStrategy.", file=out)
+  link = _link(bandwidth, out)
+  common = dict(model=model, batch_size=batch_size, steps=steps,
+                warmup_steps=warmup_steps, num_workers=num_workers,
+                link=link, timeout_s=timeout_s)
+  runs: List[Dict[str, Any]] = []
+
+  def one(label, scheduler, k):
+    print(f"running {label} ...", file=out, flush=True)
+    r = train_once(scheduler, k, **common)
+    r["label"] = label
+    runs.append(r)
+    return r
+
+  baseline = one("stock reduction (tf_default), unroll 1", "tf_default", 1)
+  pace = one(f"PACE plan (pace), unroll {unroll}", "pace", unroll)
+  extra = []
+  if attribution and unroll > 1:
+    extra.append(one(f"stock reduction, unroll {unroll}", "tf_default",
+                     unroll))
+    extra.append(one("PACE plan, unroll 1", "pace", 1))
+  print("\nMedian step time (the slower worker's):", file=out)
+  for r in runs:
+    print(_row(r["label"], r), file=out)
+  speedup = baseline["median_step_s"] / pace["median_step_s"]
+  print(f"\nSpeed-up of PACE + unroll {unroll} over stock reduction: "
+        f"{speedup:.2f}x ({baseline['median_step_s'] * 1e3:.1f} ms -> "
+        f"{pace['median_step_s'] * 1e3:.1f} ms per step).", file=out)
+  if extra:
+    stock_k, pace_1 = extra
+    print(f"  attribution: schedule alone (unroll 1) "
+          f"{baseline['median_step_s'] / pace_1['median_step_s']:.2f}x; "
+          f"unroll {unroll} alone (stock reduction) "
+          f"{baseline['median_step_s'] / stock_k['median_step_s']:.2f}x; "
+          f"schedule at unroll {unroll} "
+          f"{stock_k['median_step_s'] / pace['median_step_s']:.2f}x.",
+          file=out)
+  same_loss = all(abs(r["final_loss"] - baseline["final_loss"]) <=
+                  1e-3 * max(1.0, abs(baseline["final_loss"]))
+                  for r in runs)
+  losses = ", ".join(f"{r['final_loss']:.4f}" for r in runs)
+  print(f"Same data, model, batch and link in every run; final losses "
+        f"{'agree' if same_loss else 'DIFFER'} ({losses}).", file=out)
+  print(STOCK_CANNOT_FIT, file=out)
+  print(f"Done in {time.perf_counter() - start:.0f} s.", file=out, flush=True)
+  return {"baseline": baseline, "pace": pace, "speedup": speedup,
+          "network": link.describe() if link else "loopback",
+          "attribution": extra, "same_loss": same_loss}
+
+
+def simulate_tables(out=None) -> None:
+  """The interim demo's tables: the planner on three models, simulated."""
+  out = out or sys.stdout
+  sys.path.insert(0, _SCRIPTS)
+  import simulate  # pylint: disable=g-import-not-at-top
+  print("tf_preempt planner SIMULATION (no training): one iteration of a "
+        f"real Keras model on {SIMULATE_WORKERS} workers over a "
+        f"{SIMULATE_BANDWIDTH_GBPS:g} Gbit/s ring all-reduce, compute times "
+        "estimated for a V100.\n", file=out)
   start = time.perf_counter()
   for model in simulate.MODELS:
-    stats = simulate.run(model=model, workers=WORKERS,
-                         bandwidth_gbps=BANDWIDTH_GBPS)
-    print(simulate.format_table(stats))
-    print()
-  print(f"Done in {time.perf_counter() - start:.0f} s.")
+    stats = simulate.run(model=model, workers=SIMULATE_WORKERS,
+                         bandwidth_gbps=SIMULATE_BANDWIDTH_GBPS)
+    print(simulate.format_table(stats), file=out)
+    print(file=out)
+  print(f"Done in {time.perf_counter() - start:.0f} s.", file=out)
+
+
+def _check(f) -> None:
+  if f.steps < 1 or f.warmup_steps < 0 or f.warmup_steps >= f.steps:
+    raise app.UsageError("--steps must be positive and more than "
+                         "--warmup_steps")
+  if f.unroll < 1 or f.steps % f.unroll:
+    raise app.UsageError("--unroll must be positive and divide --steps")
+  if f.num_workers < 1 or f.batch_size % f.num_workers:
+    raise app.UsageError("--batch_size must be a multiple of --num_workers")
+  from tf_preempt.models import registry  # pylint: disable=g-import-not-at-top
+  if f.model not in registry.names():
+    raise app.UsageError(f"--model must be one of "
+                         f"{', '.join(registry.names())}")
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  if f.simulate:
+    simulate_tables()
+    return
+  _check(f)
+  try:
+    run(model=f.model, batch_size=f.batch_size, steps=f.steps,
+        warmup_steps=f.warmup_steps, unroll=f.unroll,
+        num_workers=f.num_workers, bandwidth=f.bandwidth or None,
+        attribution=f.attribution, timeout_s=f.timeout_s)
+  except RuntimeError as e:
+    print(f"demo: {e}", file=sys.stderr)
+    sys.exit(1)
 
 
 if __name__ == "__main__":
-  main()
+  define_flags()
+  app.run(main)

@@ -1,0 +1,105 @@
+"""Tests of `tf_preempt.training.run`: a few real steps in this process."""
+
+import json
+import math
+import os
+
+import keras
+import pytest
+
+from tf_preempt.training import TrainConfig
+from tf_preempt.training import run
+from tf_preempt.training import runner
+
+_KEYS = ("median_step_s", "examples_per_s", "final_loss", "plan", "scheduler",
+         "unroll", "workers", "worker_index")
+
+
+def _sane(stats, steps):
+  assert set(_KEYS) <= set(stats)
+  json.dumps(stats)  # The binary prints it as one JSON line.
+  assert stats["steps_run"] == steps
+  assert 0 < stats["median_step_s"] < 60
+  assert stats["examples_per_s"] == pytest.approx(
+      stats["global_batch_size"] / stats["median_step_s"])
+  assert math.isfinite(stats["final_loss"]) and stats["final_loss"] > 0
+  assert stats["workers"] == 1 and stats["worker_index"] == 0
+
+
+def test_one_device():
+  stats = run(TrainConfig(model="vgg_small", batch_size=8, steps=4))
+  _sane(stats, 4)
+  assert stats["strategy"] == "one_device" and stats["scheduler"] is None
+  assert stats["plan"] is None and stats["replicas"] == 1
+  assert stats["timed_steps"] == 2  # Two warm-up blocks left out.
+
+
+def test_mirrored_unrolled_with_timeline(logical_cpus, tmp_path):
+  timeline = str(tmp_path / "trace.json")
+  stats = run(TrainConfig(
+      model="vgg_small", batch_size=8, steps=6, strategy="mirrored",
+      devices=tuple(logical_cpus[:2]), scheduler="pace", unroll=2,
+      chunk_bytes=1 << 20, timeline=timeline, profile_steps=2,
+      warmup_blocks=1))
+  _sane(stats, 6)
+  assert stats["replicas"] == 2 and stats["scheduler"] == "pace"
+  assert stats["unroll"] == 2 and stats["timed_steps"] == 4
+  plan = stats["plan"]
+  assert plan["scheduler"] == "pace" and plan["tensors"] > 10
+  assert plan["max_collective_bytes"] <= 1 << 20
+  assert "not wired" in stats["profile"]
+  with open(timeline) as f:
+    trace = json.load(f)
+  names = {e["name"] for e in trace["traceEvents"]}
+  assert any(n.startswith("block ") for n in names)
+  if stats["scheduler_op"]:
+    assert any(n.startswith("collective ") for n in names)
+
+
+def test_mirrored_tf_default_is_one_pack(logical_cpus):
+  stats = run(TrainConfig(
+      model="transformer_tiny", batch_size=4, steps=2, strategy="mirrored",
+      devices=tuple(logical_cpus[:2]), scheduler="tf_default",
+      mixed_precision="mixed_bfloat16", warmup_blocks=0))
+  assert stats["steps_run"] == 2
+  assert stats["plan"]["collectives"] == 1
+  # The policy is set only for the run.
+  assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_model_dir_resumes_after_an_interruption(tmp_path):
+
+  class Crash(keras.callbacks.Callback):
+
+    def on_epoch_begin(self, epoch, logs=None):
+      if epoch == 1:
+        raise RuntimeError("simulated crash")
+
+  config = TrainConfig(model="vgg_small", batch_size=4, steps=4,
+                       steps_per_epoch=2, model_dir=str(tmp_path),
+                       warmup_blocks=0)
+  with pytest.raises(RuntimeError, match="simulated crash"):
+    run(config, callbacks=[Crash()])
+  own = tmp_path / "worker-0"
+  assert (own / "ckpt-0001.weights.h5").exists()
+  stats = run(config)
+  assert stats["initial_epoch"] == 1 and stats["epochs_run"] == 1
+  assert stats["steps_run"] == 2
+  assert sorted(os.listdir(own)) == ["ckpt-0001.weights.h5",
+                                     "ckpt-0002.weights.h5"]
+
+
+def test_plan_file_must_be_a_plan(tmp_path, logical_cpus):
+  plan = tmp_path / "plan.json"
+  plan.write_text("[1, 2]")
+  with pytest.raises(ValueError, match="--plan"):
+    runner.make_strategy(TrainConfig(strategy="mirrored", plan=str(plan),
+                                     devices=tuple(logical_cpus[:2])))
+
+
+def test_timed_blocks_and_timeline_path():
+  assert runner.timed_blocks([5, 1, 2, 3], 2) == [2, 3]
+  assert runner.timed_blocks([5], 2) == [5]
+  assert runner.timeline_path("/t/trace.json", 1, 0) == "/t/trace.json"
+  assert runner.timeline_path("/t/trace.json", 2, 1) == (
+      "/t/trace.worker-1.json")

@@ -1,0 +1,354 @@
+"""`run(config)`: one Keras `fit` under a (preemptive) strategy, and its stats.
+
+The training binary's whole workload, callable from tests: builds the
+strategy, the data, the model and the optimizer from a `TrainConfig`, trains
+with `model.fit`, and returns a JSON-serialisable stats dict (median step
+time, throughput, final loss, the gradient plan, ...).
+"""
+
+import json
+import os
+import statistics
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from absl import logging
+
+from tf_preempt.training import config as config_lib
+
+# Set on the stats when --profile_steps is given: the profile-and-re-plan
+# callback is not part of tf_preempt.keras yet.
+PROFILE_NOT_WIRED = ("profiling is not wired yet: the re-plan callback is "
+                     "not in tf_preempt.keras; trained with the scheduler's "
+                     "plan throughout")
+
+
+def configure_threads(config: config_lib.TrainConfig) -> None:
+  """Applies the thread counts; must run before TensorFlow runs anything.
+
+  Raises:
+    RuntimeError: if TensorFlow has already started its runtime.
+  """
+  if config.intra_op_threads is None and config.inter_op_threads is None:
+    return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    if config.intra_op_threads is not None:
+      tf.config.threading.set_intra_op_parallelism_threads(
+          config.intra_op_threads)
+    if config.inter_op_threads is not None:
+      tf.config.threading.set_inter_op_parallelism_threads(
+          config.inter_op_threads)
+  except RuntimeError as e:
+    raise RuntimeError(
+        "--intra_op_threads/--inter_op_threads must be set before "
+        f"TensorFlow runs anything in this process: {e}") from e
+
+
+def _cluster_position(config: config_lib.TrainConfig):
+  """(number of workers, this worker's index), from TF_CONFIG if any."""
+  if config.strategy != "multi_worker":
+    return 1, 0
+  tf_config = config.tf_config()
+  cluster, task = tf_config["cluster"], tf_config["task"]
+  chiefs = len(cluster.get("chief", ()))
+  workers = chiefs + len(cluster.get("worker", ()))
+  index = task["index"] + (chiefs if task["type"] == "worker" else 0)
+  return workers, index
+
+
+def make_strategy(config: config_lib.TrainConfig):
+  """Builds the strategy of `config.strategy`.
+
+  Returns:
+    The strategy.
+
+  Raises:
+    ValueError: for an implementation this machine cannot run, or a plan
+      file that is not a plan.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if config.strategy == "one_device":
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else
+                                           "/cpu:0")
+  from tf_preempt import strategies  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import Plan  # pylint: disable=g-import-not-at-top
+  implementation = {
+      "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+      "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+      "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+  }[config.implementation]
+  if config.implementation == "nccl" and not tf.config.list_physical_devices(
+      "GPU"):
+    raise ValueError("--implementation=nccl needs GPUs; this machine has "
+                     "none (use auto or ring)")
+  scheduler = config.effective_scheduler
+  comm = {"implementation": implementation}
+  options: Dict[str, Any] = {}
+  if config.bytes_per_pack is not None:
+    if scheduler == "tf_default":
+      # Exactly stock's knob: CollectiveAllReduce packs the reversed
+      # gradient list into packs of this size.
+      comm["bytes_per_pack"] = config.bytes_per_pack
+    else:
+      options["bytes_per_pack"] = config.bytes_per_pack
+  if config.chunk_bytes is not None:
+    options["chunk_bytes"] = config.chunk_bytes
+  if config.credit_bytes is not None:
+    # Read by the scheduler op, whatever the scheduler.
+    options["credit_bytes"] = config.credit_bytes
+  plan = None
+  if config.plan is not None:
+    with open(config.plan) as f:
+      text = f.read()
+    try:
+      plan = Plan.from_json(text)
+    except ValueError as e:
+      raise ValueError(f"--plan file {config.plan!r} is not a plan: {e}"
+                       ) from e
+  scheduler_op = {"auto": None, "on": True, "off": False}[config.scheduler_op]
+  communication_options = tf.distribute.experimental.CommunicationOptions(
+      **comm)
+  common = dict(plan=plan, scheduler=scheduler,
+                communication_options=communication_options,
+                scheduler_options=options or None, scheduler_op=scheduler_op)
+  if config.strategy == "mirrored":
+    return strategies.PreemptiveMirroredStrategy(
+        devices=list(config.devices) if config.devices else None, **common)
+  return strategies.PreemptiveMultiWorkerMirroredStrategy(**common)
+
+
+class StepTimer:
+  """Keras callback factory: wall time of each block of `unroll` steps.
+
+  A block is one call of the train function (`unroll` steps). Within an
+  epoch, a block's time runs from the end of the previous block to its own
+  end, so it includes everything a step costs (input, callbacks, the wait
+  for the last collective); the first block of an epoch runs from its
+  begin, so checkpointing at epoch ends is not counted.
+  """
+
+  def __new__(cls, unroll: int):
+    import keras  # pylint: disable=g-import-not-at-top
+
+    class _Timer(keras.callbacks.Callback):
+      """See `StepTimer`."""
+
+      def __init__(self):
+        super().__init__()
+        self.unroll = unroll
+        self.block_s: List[float] = []
+        self.spans: List[Dict[str, Any]] = []
+        self.first_epoch: Optional[int] = None
+        self.epochs_run = 0
+        self._last_ns: Optional[int] = None
+
+      def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:
+          self.first_epoch = epoch
+        self.epochs_run += 1
+        self._last_ns = None
+
+      def on_train_batch_begin(self, batch, logs=None):
+        if self._last_ns is None:
+          self._last_ns = time.monotonic_ns()
+
+      def on_train_batch_end(self, batch, logs=None):
+        now = time.monotonic_ns()
+        self.block_s.append((now - self._last_ns) / 1e9)
+        self.spans.append({"name": f"block {len(self.spans)} ({unroll} "
+                                   f"step{'s' if unroll > 1 else ''})",
+                           "start": self._last_ns, "end": now,
+                           "args": {"batch": int(batch)}})
+        self._last_ns = now
+
+    return _Timer()
+
+
+def timed_blocks(block_s: Sequence[float], warmup_blocks: int) -> List[float]:
+  """The blocks that count: drop the warm-up, but keep at least one."""
+  skip = min(warmup_blocks, max(0, len(block_s) - 1))
+  return list(block_s[skip:])
+
+
+def gradient_plan(strategy):
+  """The plan of the gradient all-reduce, or None (no collectives yet).
+
+  The user's plan if one was given; otherwise the bound plan with the most
+  tensors, which is the gradients' (the loss and metrics are one each).
+  """
+  ops = getattr(strategy, "cross_device_ops", None)
+  if ops is None or not hasattr(ops, "plan"):
+    return None
+  if ops.plan is not None:
+    return ops.plan
+  # PreemptiveAllReduce keeps its bound plans in `_bound`; there is no
+  # public accessor yet (the lead was asked for one).
+  bound = [b.plan for b in getattr(ops, "_bound", {}).values()
+           if b.plan is not None]
+  return max(bound, key=lambda p: len(p.tensors), default=None)
+
+
+def _model_and_data(config):
+  """Builds the model (in the current scope) and the matching dataset."""
+  import keras  # pylint: disable=g-import-not-at-top
+  from tf_preempt import models  # pylint: disable=g-import-not-at-top
+  from tf_preempt.training import data  # pylint: disable=g-import-not-at-top
+  name = config.tfds_name
+  if name is None:
+    keras.utils.set_random_seed(config.seed)
+    model = models.get(config.model)
+    spec = data.input_spec_of(model)
+    dataset = data.synthetic(spec, config.batch_size,
+                             config_lib.SYNTHETIC_BATCHES, seed=config.seed)
+    return model, dataset, config_lib.SYNTHETIC_BATCHES
+  info = data.tfds_info(name, config.data_dir)
+  keras.utils.set_random_seed(config.seed)
+  try:
+    model = models.get(config.model, input_shape=info.spec.shape,
+                       num_classes=info.spec.num_classes)
+  except TypeError as e:
+    raise ValueError(f"--model={config.model} does not take images: "
+                     f"--data={config.data}") from e
+  dataset = data.tfds_dataset(name, config.batch_size, config.data_dir,
+                              image_shape=info.spec.shape,
+                              shuffle_seed=config.seed)
+  return model, dataset, info.num_examples // config.batch_size
+
+
+def timeline_path(path: str, workers: int, worker_index: int) -> str:
+  """`path` itself for one worker; "<stem>.worker-<i><ext>" for several."""
+  if workers <= 1:
+    return path
+  stem, ext = os.path.splitext(path)
+  return f"{stem}.worker-{worker_index}{ext or '.json'}"
+
+
+def _write_timeline(path, strategy, timer, worker_index, stats):
+  """Writes a Chrome trace of the step blocks and the collectives."""
+  from tf_preempt.telemetry import chrome_trace  # pylint: disable=g-import-not-at-top
+  ops = getattr(strategy, "cross_device_ops", None)
+  records = {}
+  if ops is not None and hasattr(ops, "telemetry"):
+    records = {f"w{worker_index} {device}": list(r)
+               for device, r in ops.telemetry().items()}
+  compute = {f"w{worker_index} steps": timer.spans}
+  chrome_trace.write_chrome_trace(
+      path, records, compute,
+      metadata={"worker": worker_index, "stats": stats})
+  if records:
+    return "step blocks and the scheduler op's collective records"
+  return ("step blocks only: no collective records (no scheduler op, or "
+          "no all-reduce)")
+
+
+def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
+        verbose: int = 0) -> Dict[str, Any]:
+  """Trains as `config` says and returns the stats.
+
+  Args:
+    config: the settings; validated here again.
+    callbacks: more Keras callbacks (tests use them to interrupt a run).
+    verbose: Keras `fit` verbosity.
+
+  Returns:
+    A JSON-serialisable dict: "median_step_s", "examples_per_s",
+    "final_loss", "plan" (summary of the gradient plan or None),
+    "scheduler", "unroll", "workers", "worker_index", and more.
+
+  Raises:
+    ValueError: on an invalid config (naming the flag) or TF_CONFIG.
+  """
+  config.validate()
+  configure_threads(config)
+  import keras  # pylint: disable=g-import-not-at-top
+  from tf_preempt.keras import unroll_steps  # pylint: disable=g-import-not-at-top
+
+  workers, worker_index = _cluster_position(config)
+  strategy = make_strategy(config)
+  previous_policy = keras.mixed_precision.global_policy()
+  if config.mixed_precision is not None:
+    keras.mixed_precision.set_global_policy(config.mixed_precision)
+  try:
+    with strategy.scope():
+      model, dataset, dataset_steps = _model_and_data(config)
+      model.compile(
+          optimizer=keras.optimizers.SGD(config.learning_rate, momentum=0.9),
+          loss=keras.losses.SparseCategoricalCrossentropy(),
+          metrics=["accuracy"], steps_per_execution=config.unroll)
+  finally:
+    keras.mixed_precision.set_global_policy(previous_policy)
+  if config.unroll > 1:
+    # Stock Keras cannot run steps_per_execution > 1 under the preemptive
+    # strategies; this also traces the K steps as one flat graph.
+    unroll_steps(model, config.unroll)
+  epochs, steps_per_epoch = config.schedule(dataset_steps)
+
+  timer = StepTimer(config.unroll)
+  all_callbacks = [timer]
+  model_dir = None
+  if config.model_dir is not None:
+    # One directory per worker: workers must not overwrite each other's
+    # files, and each restores its own backup.
+    model_dir = os.path.join(config.model_dir, f"worker-{worker_index}")
+    os.makedirs(model_dir, exist_ok=True)
+    # Built before fit: BackupAndRestore restores into built weights.
+    model.build(dataset.element_spec[0].shape)
+    all_callbacks += [
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(model_dir, "ckpt-{epoch:04d}.weights.h5"),
+            save_weights_only=True),
+        keras.callbacks.BackupAndRestore(os.path.join(model_dir, "backup")),
+    ]
+  all_callbacks += list(callbacks)
+
+  start = time.perf_counter()
+  history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                      callbacks=all_callbacks, verbose=verbose)
+  elapsed = time.perf_counter() - start
+
+  blocks = timed_blocks(timer.block_s, config.warmup_blocks)
+  median_step = (statistics.median(blocks) / config.unroll if blocks
+                 else None)
+  losses = history.history.get("loss", [])
+  plan = gradient_plan(strategy)
+  ops = getattr(strategy, "cross_device_ops", None)
+  stats: Dict[str, Any] = {
+      "model": config.model,
+      "data": config.data,
+      "strategy": config.strategy,
+      "scheduler": (config.effective_scheduler if config.distributed
+                    else None),
+      "unroll": config.unroll,
+      "workers": workers,
+      "worker_index": worker_index,
+      "replicas": int(strategy.num_replicas_in_sync),
+      "global_batch_size": config.batch_size,
+      "epochs": epochs,
+      "steps_per_epoch": steps_per_epoch,
+      "initial_epoch": timer.first_epoch,
+      "epochs_run": timer.epochs_run,
+      "steps_run": len(timer.block_s) * config.unroll,
+      "timed_steps": len(blocks) * config.unroll,
+      "median_step_s": median_step,
+      "step_s": [round(b / config.unroll, 6) for b in timer.block_s],
+      "examples_per_s": (config.batch_size / median_step if median_step
+                         else None),
+      "final_loss": float(losses[-1]) if losses else None,
+      "elapsed_s": elapsed,
+      "plan": plan.summary() if plan is not None else None,
+      "scheduler_op": bool(getattr(ops, "uses_scheduler_op", False)),
+      "mixed_precision": config.mixed_precision,
+  }
+  if config.profile_steps:
+    stats["profile"] = PROFILE_NOT_WIRED
+  if model_dir is not None:
+    stats["model_dir"] = model_dir
+  if config.timeline is not None:
+    path = timeline_path(config.timeline, workers, worker_index)
+    stats["timeline"] = path
+    stats["timeline_contents"] = _write_timeline(
+        path, strategy, timer, worker_index, stats)
+  logging.info("tf_preempt.training stats: %s", json.dumps(stats))
+  return stats
