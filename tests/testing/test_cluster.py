@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 import time
 
 from tf_preempt.testing import cluster
@@ -20,20 +21,14 @@ def fail_on_one():
   return "fine"
 
 
-def sleep_forever():
+def fail_or_sleep():
+  if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+    sys.exit(3)
   time.sleep(3600)
 
 
-def test_free_ports_are_distinct():
-  ports = cluster.pick_free_ports(5)
-  assert len(set(ports)) == 5 and all(p > 0 for p in ports)
-
-
-def test_tf_config():
-  config = cluster.make_tf_config([1111, 2222], 1)
-  assert config == {"cluster": {"worker": ["127.0.0.1:1111",
-                                           "127.0.0.1:2222"]},
-                    "task": {"type": "worker", "index": 1}}
+def sleep_forever():
+  time.sleep(3600)
 
 
 def test_runs_workers_and_collects_values():
@@ -61,3 +56,12 @@ def test_timeout_kills_workers():
   results = cluster.run_workers(f"{HERE}:sleep_forever", 2, timeout=3)
   assert time.monotonic() - start < 30
   assert all(r.timed_out and r.returncode != 0 for r in results)
+
+
+def test_fail_fast_kills_the_others():
+  start = time.monotonic()
+  results = cluster.run_workers(f"{HERE}:fail_or_sleep", 2, timeout=120,
+                                fail_fast=True)
+  assert time.monotonic() - start < 60
+  assert results[1].returncode == 3
+  assert results[0].returncode != 0 and not results[0].timed_out

@@ -19,13 +19,12 @@ weights = [r.value for r in results]
 import dataclasses
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
+
+from tf_preempt.launch import launcher
+from tf_preempt.launch import processes
 
 # The worker prints its return value on one line after this marker.
 RESULT_MARKER = "TF_PREEMPT_WORKER_RESULT:"
@@ -76,58 +75,20 @@ class WorkerResult:
             f"{self.stderr[-tail:]}")
 
 
-def pick_free_ports(count: int, host: str = "127.0.0.1") -> List[int]:
-  """Returns `count` distinct ports that were free on `host` a moment ago.
-
-  All sockets are held open until every port is chosen, so the ports are
-  distinct; another process may still take one before the worker binds it,
-  which is as good as it gets without passing sockets to TensorFlow.
-  """
-  sockets = []
-  try:
-    for _ in range(count):
-      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-      s.bind((host, 0))
-      sockets.append(s)
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
-
-
-def make_tf_config(ports: Sequence[int], task_id: int,
-                   task_type: str = "worker",
-                   host: str = "127.0.0.1") -> Dict[str, Any]:
-  """Returns the TF_CONFIG dict of one worker of a loopback cluster."""
-  return {
-      "cluster": {"worker": [f"{host}:{p}" for p in ports]},
-      "task": {"type": task_type, "index": task_id},
-  }
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-  """Kills the process group that `proc` leads (it was started by us)."""
-  if proc.poll() is not None:
-    return
-  try:
-    os.killpg(proc.pid, signal.SIGKILL)
-  except ProcessLookupError:
-    pass
-  try:
-    proc.wait(timeout=10)
-  except subprocess.TimeoutExpired:
-    pass
-
-
 def run_workers(target: str,
                 num_workers: int = 2,
                 args: Sequence[Any] = (),
                 timeout: float = 180.0,
-                env: Optional[Dict[str, str]] = None,
+                env: Optional[dict] = None,
                 pin_cpus: bool = False,
-                python: str = sys.executable) -> List[WorkerResult]:
+                python: str = sys.executable,
+                fail_fast: bool = False) -> List[WorkerResult]:
   """Runs `target(*args)` in `num_workers` processes forming one cluster.
+
+  The processes are started, watched and killed by `tf_preempt.launch`, the
+  launcher users run: free loopback ports, one TF_CONFIG each, one process
+  group each, killed (SIGTERM, then SIGKILL) at the deadline, on failure
+  when `fail_fast`, and in every case before this function returns.
 
   Args:
     target: "package.module:function" or "/path/to/file.py:function".
@@ -136,63 +97,38 @@ def run_workers(target: str,
     timeout: seconds for all workers together; at the deadline every worker
       still running is killed and reported `timed_out`.
     env: extra environment variables for every worker.
-    pin_cpus: pin worker i to CPU i modulo the CPUs this process may use, so
-      that workers do not compete for one core.
+    pin_cpus: give each worker its own share of the CPUs, so that workers do
+      not compete for one core.
     python: the interpreter to run.
+    fail_fast: kill the others as soon as one worker fails; otherwise wait
+      for each to end on its own (for tests in which every worker must
+      report its own error).
 
   Returns:
     One `WorkerResult` per worker, by task id.
   """
-  ports = pick_free_ports(num_workers)
-  args_json = json.dumps(list(args))
-  cpus = sorted(os.sched_getaffinity(0)) if pin_cpus else []
-  base_env = dict(os.environ)
+  worker_env = dict(env or {})
   # Workers import what this process imports, from the same places.
-  base_env["PYTHONPATH"] = os.pathsep.join(
-      p for p in [os.getcwd()] + sys.path if p)
-  base_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  base_env.update(env or {})
-  procs, outputs = [], []
-  try:
-    for task_id in range(num_workers):
-      worker_env = dict(base_env)
-      worker_env["TF_CONFIG"] = json.dumps(make_tf_config(ports, task_id))
-      out = tempfile.TemporaryFile(mode="w+")
-      err = tempfile.TemporaryFile(mode="w+")
-      outputs.append((out, err))
-      preexec = None
-      if cpus:
-        cpu = cpus[task_id % len(cpus)]
-        preexec = lambda cpu=cpu: os.sched_setaffinity(0, {cpu})
-      procs.append(subprocess.Popen(
-          [python, "-c", _BOOTSTRAP, target, args_json], stdout=out,
-          stderr=err, stdin=subprocess.DEVNULL, env=worker_env,
-          start_new_session=True, preexec_fn=preexec))
-    deadline = time.monotonic() + timeout
-    timed_out = [False] * num_workers
-    for i, proc in enumerate(procs):
-      try:
-        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-      except subprocess.TimeoutExpired:
-        timed_out[i] = True
-        _kill_group(proc)
-  finally:
-    for proc in procs:
-      _kill_group(proc)
-  results = []
-  for i, (proc, (out, err)) in enumerate(zip(procs, outputs)):
-    out.seek(0)
-    err.seek(0)
-    stdout, stderr = out.read(), err.read()
-    out.close()
-    err.close()
-    value = None
-    for line in stdout.splitlines():
-      if line.startswith(RESULT_MARKER):
-        value = json.loads(line[len(RESULT_MARKER):])
-    results.append(WorkerResult(task_id=i, returncode=proc.returncode,
-                                stdout=stdout, stderr=stderr,
-                                timed_out=timed_out[i], value=value))
+  worker_env.setdefault("PYTHONPATH", os.pathsep.join(
+      p for p in [os.getcwd()] + sys.path if p))
+  worker_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  specs = launcher.local_worker_specs(
+      [python, "-c", _BOOTSTRAP, target, json.dumps(list(args))],
+      num_workers, pin_cpus=pin_cpus, extra_env=worker_env)
+  with tempfile.TemporaryDirectory() as log_dir:
+    group = processes.run_workers(specs, timeout_s=timeout, log_dir=log_dir,
+                                  fail_fast=fail_fast)
+    results = []
+    for worker in group.workers:
+      stdout = worker.stdout()
+      value = None
+      for line in stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+          value = json.loads(line[len(RESULT_MARKER):])
+      results.append(WorkerResult(
+          task_id=worker.index, returncode=worker.returncode, stdout=stdout,
+          stderr=worker.stderr(), timed_out=group.timed_out and worker.killed,
+          value=value))
   return results
 
 
