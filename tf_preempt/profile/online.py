@@ -53,6 +53,7 @@ import statistics
 import tempfile
 import time
 import warnings
+import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -307,25 +308,35 @@ def time_collectives(cross_device_ops, sizes: Sequence[int] = DEFAULT_SIZES,
   return out
 
 
+# One gather function per (cross-device ops, vector length): a new function
+# per call would retrace every time (and TensorFlow warns about it).
+_gather_functions = weakref.WeakKeyDictionary()
+
+
 def all_workers_mean(cross_device_ops, vector: Sequence[float]) -> np.ndarray:
   """The mean of `vector` over all replicas, bit-identical on every worker.
 
   All-gathers the vectors (float64) and averages them in numpy in replica
   order, so every worker computes the same numbers from the same rows.
+  Every worker must call it alike (it is a collective).
   """
   state = tf_internals.cross_device_ops_state(cross_device_ops)
-  local = np.asarray(vector, dtype=np.float64)
+  local = np.asarray(vector, dtype=np.float64).reshape(1, -1)
+  functions = _gather_functions.setdefault(cross_device_ops, {})
+  gather = functions.get(local.shape[1])
+  if gather is None:
 
-  @tf.function(autograph=False)
-  def gather():
-    outputs = []
-    for launcher, device in zip(state.launchers, state.devices):
-      with tf.device(device):
-        outputs.append(tf_internals.launcher_all_gather(
-            launcher, tf.constant(local[None, :]), state.options))
-    return outputs
+    @tf.function(autograph=False)
+    def gather(value):
+      outputs = []
+      for launcher, device in zip(state.launchers, state.devices):
+        with tf.device(device):
+          outputs.append(tf_internals.launcher_all_gather(
+              launcher, tf.identity(value), state.options))
+      return outputs
 
-  rows = gather()[0].numpy().reshape(-1, local.size)
+    functions[local.shape[1]] = gather
+  rows = gather(tf.constant(local))[0].numpy().reshape(-1, local.shape[1])
   return rows.mean(axis=0)
 
 
