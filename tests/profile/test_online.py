@@ -136,3 +136,18 @@ def test_profile_and_replan_installs_a_measured_pace_plan(strategy, tmp_path):
                                     cache_dir=str(tmp_path))
   assert again.from_cache
   assert again.plan.fingerprint() == result.plan.fingerprint()
+
+
+def test_set_plan_rebinds_and_checks_its_argument(strategy):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  model = _model()
+  ops = strategy.cross_device_ops
+  values = [tf.zeros(v.shape) for v in model.trainable_variables]
+  default = ops.bind(values).plan
+  plan = online._with_variable_specs(_plan_for(model), model)  # pylint: disable=protected-access
+  ops.set_plan(plan)
+  assert ops.bind(values).plan.fingerprint() == plan.fingerprint()
+  ops.set_plan(None)
+  assert ops.bind(values).plan.fingerprint() == default.fingerprint()
+  with pytest.raises(TypeError):
+    ops.set_plan(plan.to_json())

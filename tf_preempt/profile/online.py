@@ -13,9 +13,9 @@ What is measured, and how:
   per-layer split comes from `model_to_dag`'s roofline estimate, scaled so
   that the forward ops sum to the measured forward time and the backward ops
   to the measured backward time. Per-op traces (TF's profiler, step stats)
-  were not used: on CPU the Grappler/oneDNN-fused kernels map poorly onto
-  Keras layers, and the profiler is slow to start and to parse; a total per
-  phase is robust and is what the planner's ordering is most sensitive to.
+  are not used (not tried yet): mapping fused CPU kernels back to Keras
+  layers is fragile, while two phase totals are robust and the per-layer
+  split only shapes the ready and need times within each phase.
   The model runs with `training=False` on synthetic inputs, so neither batch
   norm statistics nor dropout seeds move: profiling never changes the
   training math.
