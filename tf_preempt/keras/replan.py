@@ -104,7 +104,7 @@ class ProfileAndReplan(keras.callbacks.Callback):
                              implementation)
     cached = online.load_cached_plan(path, signature, world, implementation)
     if cached is not None:
-      online._check_plan_fits(cached, self.model, path)  # pylint: disable=protected-access
+      online.check_plan_fits(cached, self.model, path)
     if online.all_workers_mean(ops, [float(cached is not None)])[0] == 1.0:
       self._replan()
 

@@ -385,7 +385,8 @@ def _with_variable_specs(plan: Plan, model: keras.Model) -> Plan:
   return dataclasses.replace(plan, tensors=tensors)
 
 
-def _check_plan_fits(plan: Plan, model: keras.Model, path: str) -> None:
+def check_plan_fits(plan: Plan, model: keras.Model, path: str) -> None:
+  """Raises PlanCacheMismatchError unless the plan fits the variables."""
   variables = model.trainable_variables
   fits = len(plan.tensors) == len(variables) and all(
       t.shape in (None, tuple(int(d) for d in v.shape))
@@ -518,7 +519,7 @@ def profile_and_replan(model: keras.Model,
   if path is not None:
     cached = load_cached_plan(path, signature, world, implementation)
     if cached is not None:
-      _check_plan_fits(cached, model, path)
+      check_plan_fits(cached, model, path)
   # Every worker must profile if any one does: profiling issues collectives.
   if all_workers_mean(ops, [0.0 if cached is None else 1.0])[0] == 1.0:
     if install:
