@@ -22,6 +22,8 @@ _LAZY = {
     "PreemptiveMirroredStrategy": "tf_preempt.strategies",
     "PreemptiveMultiWorkerMirroredStrategy": "tf_preempt.strategies",
     "unroll_steps": "tf_preempt.keras",
+    "ProfileAndReplan": "tf_preempt.keras",
+    "profile_and_replan": "tf_preempt.keras",
     "model_to_dag": "tf_preempt.profile.model_dag",
 }
 
