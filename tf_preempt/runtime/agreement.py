@@ -14,13 +14,14 @@ ops do the all-gather.
 
 import hashlib
 import json
+import sys
 from typing import List, Sequence
 
 import numpy as np
 
 from tf_preempt.plan.plan import Plan
 
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2
 
 # The summary's fields, in order. Counts are given as numbers so that a
 # mismatch can show them; the rest are 31-bit hashes of canonical JSON.
@@ -35,6 +36,9 @@ FIELDS = (
     "collectives",
     "fingerprint[0:8]",
     "fingerprint[8:16]",
+    # Workers on different TensorFlow releases may build different
+    # collectives from one plan; the hash of the version string.
+    "tensorflow_version",
 )
 _NUMERIC = {"signature_version", "worker", "num_tensors", "num_collectives"}
 # Fields that describe who sent the summary, not the plan.
@@ -49,6 +53,21 @@ class PlanMismatchError(RuntimeError):
 def _hash31(obj) -> int:
   text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
   return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def tensorflow_version() -> str:
+  """The running TensorFlow's version, without importing it here."""
+  tf = sys.modules.get("tensorflow")
+  version = getattr(getattr(tf, "version", None), "VERSION", None)
+  if version is None:
+    from importlib import metadata  # pylint: disable=g-import-not-at-top
+    for dist in ("tensorflow-cpu", "tensorflow"):
+      try:
+        return metadata.version(dist)
+      except metadata.PackageNotFoundError:
+        pass
+    return "unknown"
+  return str(version)
 
 
 def signature(plan: Plan, worker: int) -> np.ndarray:
@@ -67,6 +86,7 @@ def signature(plan: Plan, worker: int) -> np.ndarray:
       "collectives": _hash31(data["collectives"]),
       "fingerprint[0:8]": int(fp[0:8], 16) & 0x7FFFFFFF,
       "fingerprint[8:16]": int(fp[8:16], 16) & 0x7FFFFFFF,
+      "tensorflow_version": _hash31(tensorflow_version()),
   }
   return np.array([values[f] for f in FIELDS], dtype=np.int32)
 
@@ -97,6 +117,8 @@ def check_signatures(gathered: Sequence[Sequence[int]],
     field = FIELDS[differing[0]]
     if field in _NUMERIC:
       detail = f"{int(ref[differing[0]])} vs {int(row[differing[0]])}"
+    elif field == "tensorflow_version":
+      detail = f"hashes differ; this worker runs {tensorflow_version()}"
     else:
       detail = "hashes differ"
     others = ", ".join(FIELDS[i] for i in differing[1:])
