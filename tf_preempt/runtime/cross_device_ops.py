@@ -56,7 +56,7 @@ CommunicationOptions = tf_internals.CommunicationOptions
 
 # Long enough for the slowest worker's first trace and compile on a loaded
 # machine, short enough that a dead peer does not block a job forever.
-DEFAULT_TIMEOUT_SECONDS = 600.0
+DEFAULT_TIMEOUT_SECONDS = 120.0
 
 
 def _worker_of(device: str) -> int:
