@@ -93,7 +93,7 @@ def test_timeline_must_not_be_a_directory(tmp_path):
     (dict(implementation="ring"), "--implementation"),
     (dict(scheduler_op="on"), "--scheduler_op"),
     (dict(data_dir="/tmp"), "--data_dir"),
-    (dict(steps=4, profile_steps=4), "--profile_steps"),
+    (dict(steps=4, profile_steps=2), "--profile_steps"),
 ])
 def test_contradictions_one_device(kwargs, flag):
   with pytest.raises(ValueError, match=flag):
@@ -107,6 +107,7 @@ def test_contradictions_one_device(kwargs, flag):
     (dict(scheduler="tf_default", chunk_bytes=1024), "--chunk_bytes"),
     (dict(credit_bytes=1024, scheduler_op="off"), "--credit_bytes"),
     (dict(steps=8, unroll=2, profile_steps=3), "--profile_steps"),
+    (dict(steps=4, profile_steps=4), "--profile_steps"),
 ])
 def test_contradictions_distributed(kwargs, flag):
   with pytest.raises(ValueError, match=flag):
@@ -165,6 +166,8 @@ def test_schedule():
   assert TrainConfig(epochs=1, unroll=4, data="tfds:x").schedule(10) == (1, 8)
   with pytest.raises(ValueError, match="--batch_size"):
     TrainConfig(epochs=1, data="tfds:x").schedule(0)
+  with pytest.raises(ValueError, match="--steps_per_epoch"):
+    TrainConfig(epochs=1, data="tfds:x").schedule(None)
 
 
 def test_from_dict_rejects_unknown_settings():

@@ -66,6 +66,8 @@ class TestTfds:
     with tfds.testing.mock_data(num_examples=20, data_dir=str(tmp_path)):
       info = data.tfds_info("mnist", data_dir=str(tmp_path))
       assert info.spec.shape == (28, 28, 1) and info.spec.num_classes == 10
+      # Mocked data sets have no split sizes.
+      assert info.num_examples is None
       dataset = data.tfds_dataset("mnist", 8, data_dir=str(tmp_path),
                                   image_shape=info.spec.shape)
       batches = _batches(dataset, 3)  # Repeats past the 20 examples.

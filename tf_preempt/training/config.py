@@ -249,6 +249,9 @@ class TrainConfig:
       raise ValueError(f"--devices applies to --strategy=mirrored only, not "
                        f"{self.strategy!r}")
     if not self.distributed:
+      if self.profile_steps:
+        raise ValueError("--profile_steps has no effect with "
+                         "--strategy=one_device (no all-reduce to re-plan)")
       for name in ("scheduler", "bytes_per_pack", "chunk_bytes",
                    "credit_bytes", "plan"):
         if getattr(self, name) is not None:
@@ -310,8 +313,8 @@ class TrainConfig:
     """(epochs, steps per epoch) of the run.
 
     Args:
-      dataset_steps: global batches in one pass over the data set; needed
-        with --epochs and no --steps_per_epoch.
+      dataset_steps: global batches in one pass over the data set, or None
+        if unknown; needed with --epochs and no --steps_per_epoch.
 
     Raises:
       ValueError: if the length cannot be worked out.
@@ -323,6 +326,9 @@ class TrainConfig:
       per_epoch = self.steps_per_epoch or self.steps
       return self.steps // per_epoch, per_epoch
     per_epoch = self.steps_per_epoch or dataset_steps
+    if dataset_steps is None and per_epoch is None:
+      raise ValueError(f"--data={self.data!r} does not say how many "
+                       f"examples it has; give --steps_per_epoch or --steps")
     if not per_epoch:
       raise ValueError(f"--data={self.data!r} has fewer examples than one "
                        f"global batch of --batch_size={self.batch_size}")

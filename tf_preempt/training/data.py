@@ -121,9 +121,15 @@ def synthetic(spec: InputSpec, global_batch_size: int, num_batches: int,
 
 @dataclasses.dataclass(frozen=True)
 class TfdsInfo:
-  """What the model needs to know about a tfds image classification set."""
+  """What the model needs to know about a tfds image classification set.
+
+  Attributes:
+    spec: image shape and classes.
+    num_examples: examples in the split, or None if the data set's metadata
+      does not say (e.g. under `tfds.testing.mock_data`).
+  """
   spec: InputSpec
-  num_examples: int
+  num_examples: Optional[int]
 
 
 def tfds_info(name: str, data_dir: Optional[str] = None,
@@ -148,7 +154,10 @@ def tfds_info(name: str, data_dir: Optional[str] = None,
       any(d is None for d in shape)):
     raise ValueError(f"--data=tfds:{name} must have fixed-size images and "
                      f"class labels; it has {image!r} and {label!r}")
-  num_examples = int(info.splits[split].num_examples)
+  try:
+    num_examples = int(info.splits[split].num_examples)
+  except KeyError:
+    num_examples = None
   return TfdsInfo(InputSpec(tuple(int(d) for d in shape), "float32",
                             int(num_classes)), num_examples)
 

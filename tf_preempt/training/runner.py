@@ -16,11 +16,11 @@ from absl import logging
 
 from tf_preempt.training import config as config_lib
 
-# Set on the stats when --profile_steps is given: the profile-and-re-plan
-# callback is not part of tf_preempt.keras yet.
-PROFILE_NOT_WIRED = ("profiling is not wired yet: the re-plan callback is "
-                     "not in tf_preempt.keras; trained with the scheduler's "
-                     "plan throughout")
+# Set on the stats when --profile_steps is given but this installation has no
+# profile-and-re-plan callback.
+PROFILE_NOT_WIRED = ("profiling is not wired: tf_preempt.keras has no "
+                     "ProfileAndReplan callback here; trained with the "
+                     "scheduler's plan throughout")
 
 
 def configure_threads(config: config_lib.TrainConfig) -> None:
@@ -214,6 +214,8 @@ def _model_and_data(config):
   dataset = data.tfds_dataset(name, config.batch_size, config.data_dir,
                               image_shape=info.spec.shape,
                               shuffle_seed=config.seed)
+  if info.num_examples is None:
+    return model, dataset, None
   return model, dataset, info.num_examples // config.batch_size
 
 
@@ -223,6 +225,19 @@ def timeline_path(path: str, workers: int, worker_index: int) -> str:
     return path
   stem, ext = os.path.splitext(path)
   return f"{stem}.worker-{worker_index}{ext or '.json'}"
+
+
+def _replan_callback(config: config_lib.TrainConfig):
+  """The profile-and-re-plan callback of --profile_steps, or None."""
+  try:
+    from tf_preempt.keras import replan  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  cache_dir = (os.path.join(config.model_dir, "plans")
+               if config.model_dir is not None else None)
+  return replan.ProfileAndReplan(
+      config.batch_size, warmup_steps=config.profile_steps,
+      cache_dir=cache_dir, scheduler=config.effective_scheduler)
 
 
 def _write_timeline(path, strategy, timer, worker_index, stats):
@@ -301,6 +316,11 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
             save_weights_only=True),
         keras.callbacks.BackupAndRestore(os.path.join(model_dir, "backup")),
     ]
+  replanner = None
+  if config.profile_steps:
+    replanner = _replan_callback(config)
+    if replanner is not None:
+      all_callbacks.append(replanner)
   all_callbacks += list(callbacks)
 
   start = time.perf_counter()
@@ -342,7 +362,18 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       "mixed_precision": config.mixed_precision,
   }
   if config.profile_steps:
-    stats["profile"] = PROFILE_NOT_WIRED
+    if replanner is None:
+      stats["profile"] = PROFILE_NOT_WIRED
+    else:
+      # The block after the re-plan traces again; it is in "step_s" and,
+      # unless --warmup_blocks covers it, in the median.
+      stats["profile"] = {
+          "summary": replanner.summary,
+          "warmup_step_s": replanner.warmup_step_s,
+          "replanned_step_s": replanner.replanned_step_s,
+          "plan": (replanner.result.plan.summary()
+                   if replanner.result is not None else None),
+      }
   if model_dir is not None:
     stats["model_dir"] = model_dir
   if config.timeline is not None:
