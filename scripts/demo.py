@@ -176,9 +176,14 @@ def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
   runs: List[Dict[str, Any]] = []
 
   def one(label, scheduler, k):
-    print(f"running {label} ...", file=out, flush=True)
+    # Other processes on this machine skew every number; say how busy it
+    # was.
+    load = os.getloadavg()[0]
+    print(f"running {label} (load average {load:.1f} on {os.cpu_count()} "
+          f"cores) ...", file=out, flush=True)
     r = train_once(scheduler, k, **common)
     r["label"] = label
+    r["load_before"] = load
     runs.append(r)
     return r
 
