@@ -196,3 +196,85 @@ def disagreeing_worker(difference):
     return {"error_type": type(cause).__name__, "error": str(e)[-1500:],
             "elapsed_s": time.time() - start}
   return {"error_type": None, "error": "", "elapsed_s": time.time() - start}
+
+
+def soak(scheduler, steps, segments, seed):
+  """Trains `steps` steps with random delays before each gradient.
+
+  With "pace", every one of `segments` equal parts of the run gets a new
+  plan with a random chunk size (seeded alike on every worker, so the
+  workers agree) and a freshly traced step. Each gradient waits a random
+  0-2 ms (different on each worker and step) before it is handed to the
+  all-reduce, so the workers reach the collectives in shifting order.
+
+  Returns:
+    {"weights": [...], "chunk_bytes": [...], "collectives": [...],
+     "step_s": median step time}.
+  """
+  tf = _setup_tf()
+  import keras  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import synthetic  # pylint: disable=g-import-not-at-top
+  from tf_preempt.strategies import PreemptiveMultiWorkerMirroredStrategy  # pylint: disable=g-import-not-at-top
+  task = _task_id()
+  strategy = PreemptiveMultiWorkerMirroredStrategy(scheduler=scheduler)
+  keras.utils.set_random_seed(3)
+  with strategy.scope():
+    model = keras.Sequential([
+        keras.Input((10,)),
+        keras.layers.Dense(33, activation="tanh"),
+        keras.layers.Dense(17, activation="tanh"),
+        keras.layers.Dense(3),
+    ])
+    optimizer = keras.optimizers.SGD(0.02, momentum=0.9)
+    optimizer.build(model.trainable_variables)
+  variables = model.trainable_variables
+  data_rng = np.random.default_rng(seed)
+  delay_rng = np.random.default_rng(seed * 1000 + task + 1)
+  plan_rng = np.random.default_rng(seed + 7)
+  global_batch, local = 16, 8
+
+  def sleep_then(x):
+    time.sleep(float(delay_rng.uniform(0.0, 0.002)))
+    return x
+
+  def make_step():
+    @tf.function
+    def step(xb, yb):
+      def replica_fn(xb, yb):
+        with tf.GradientTape() as tape:
+          loss = tf.reduce_sum((model(xb) - yb) ** 2) / global_batch
+        grads = tape.gradient(loss, variables)
+        grads = [tf.ensure_shape(tf.numpy_function(sleep_then, [g],
+                                                   tf.float32), g.shape)
+                 for g in grads]
+        optimizer.apply_gradients(zip(grads, variables))
+      strategy.run(replica_fn, (xb, yb))
+    return step
+
+  chunk_sizes, collectives, times = [], [], []
+  per_segment = steps // segments
+  for segment in range(segments):
+    if scheduler == "pace":
+      chunk = int(plan_rng.integers(1, 64)) * 4
+      dag = synthetic.from_forward(
+          {f"op{i}": 1e-4 for i in range(len(variables))}, [],
+          [(v.path, int(np.prod(v.shape)) * 4, f"op{i}")
+           for i, v in enumerate(variables)])
+      plan = plan_lib.make_plan(dag, plan_lib.CostModel(1e-5, 1e-9), "pace",
+                                chunk_bytes=chunk,
+                                fuse=bool(plan_rng.integers(0, 2)))
+      strategy.cross_device_ops.set_plan(plan)
+      chunk_sizes.append(chunk)
+      collectives.append(plan.num_collectives)
+    step = make_step()
+    for _ in range(per_segment):
+      x = data_rng.standard_normal((global_batch, 10)).astype(np.float32)
+      y = data_rng.standard_normal((global_batch, 3)).astype(np.float32)
+      start = time.perf_counter()
+      step(tf.constant(x[task * local:(task + 1) * local]),
+           tf.constant(y[task * local:(task + 1) * local]))
+      times.append(time.perf_counter() - start)
+  return {"weights": [v.numpy().tolist() for v in variables],
+          "chunk_bytes": chunk_sizes, "collectives": collectives,
+          "steps": len(times), "step_s": float(np.median(times))}
