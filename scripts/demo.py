@@ -87,6 +87,14 @@ def define_flags() -> None:
                       "Emulated link rate (tc rate); empty for loopback.")
   flags.DEFINE_boolean("attribution", True,
                        "Also run tf_default unrolled and pace not unrolled.")
+  flags.DEFINE_integer("profile_steps", 0,
+                       "PACE runs: profile this many steps, fit the cost "
+                       "model to this machine and re-plan (0: the default "
+                       "plan, made from gradient sizes alone).")
+  flags.DEFINE_boolean("pin_cpus", True,
+                       "Pin each worker to its own core (then gRPC's "
+                       "communication threads share the core with the "
+                       "compute).")
   flags.DEFINE_float("timeout_s", 240.0, "Time limit of each run.")
   flags.DEFINE_boolean("simulate", False,
                        "Print the planner's simulated tables instead "
@@ -115,7 +123,8 @@ def _link(bandwidth: Optional[str], out):
 
 def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
                steps: int, warmup_steps: int, num_workers: int, link,
-               timeout_s: float) -> Dict[str, Any]:
+               timeout_s: float, profile_steps: int = 0,
+               pin_cpus: bool = True) -> Dict[str, Any]:
   """Runs scripts/train.py on `num_workers` workers; returns their stats.
 
   Raises:
@@ -127,8 +136,11 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
              f"--model={model}", f"--batch_size={batch_size}",
              f"--steps={steps}", f"--scheduler={scheduler}",
              f"--unroll={unroll}", f"--warmup_blocks={warmup_blocks}"]
+  if profile_steps:
+    command.append(f"--profile_steps={profile_steps}")
   result = launch.launch(command, num_workers, timeout_s=timeout_s,
-                         link=link, intra_op_threads=1, inter_op_threads=2)
+                         link=link, pin_cpus=pin_cpus, intra_op_threads=1,
+                         inter_op_threads=2)
   group = result.group
   if not group.ok:
     bad = group.workers[group.failed] if group.failed is not None else None
@@ -144,12 +156,13 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
           "examples_per_s": batch_size / max(medians),
           "final_loss": stats[0]["final_loss"], "plan": stats[0]["plan"],
           "timed_steps": stats[0]["timed_steps"],
+          "profile": stats[0].get("profile"),
           "elapsed_s": group.elapsed_s}
 
 
-def _row(label: str, r: Dict[str, Any]) -> str:
+def _row(label: str, r: Dict[str, Any], width: int) -> str:
   plan = r["plan"] or {}
-  return (f"  {label:<34} {r['median_step_s'] * 1e3:8.1f} ms/step "
+  return (f"  {label:<{width}} {r['median_step_s'] * 1e3:8.1f} ms/step "
           f"{r['examples_per_s']:8.1f} ex/s  {plan.get('collectives', '?'):>3}"
           f" collective(s)  loss {r['final_loss']:.4f}")
 
@@ -157,7 +170,8 @@ def _row(label: str, r: Dict[str, Any]) -> str:
 def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
         warmup_steps: int = 20, unroll: int = 2, num_workers: int = 2,
         bandwidth: Optional[str] = "2gbit", attribution: bool = True,
-        timeout_s: float = 240.0, out=None) -> Dict[str, Any]:
+        timeout_s: float = 240.0, profile_steps: int = 0,
+        pin_cpus: bool = True, out=None) -> Dict[str, Any]:
   """The demo: baseline and PACE runs, printed; returns the numbers.
 
   Returns:
@@ -167,21 +181,26 @@ def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
   start = time.perf_counter()
   print(f"tf_preempt demo: {model}, global batch {batch_size}, {steps} "
         f"steps per run ({warmup_steps} warm-up steps not timed), "
-        f"{num_workers} workers on one core each, Keras fit under "
+        f"{num_workers} workers "
+        f"{'on one core each' if pin_cpus else 'sharing all cores'}, "
+        "one intra-op thread each, Keras fit under "
         "PreemptiveMultiWorkerMirroredStrategy.", file=out)
   link = _link(bandwidth, out)
   common = dict(model=model, batch_size=batch_size, steps=steps,
                 warmup_steps=warmup_steps, num_workers=num_workers,
-                link=link, timeout_s=timeout_s)
+                link=link, timeout_s=timeout_s, pin_cpus=pin_cpus)
   runs: List[Dict[str, Any]] = []
 
   def one(label, scheduler, k):
+    if scheduler == "pace" and profile_steps:
+      label += f", re-planned after {profile_steps} steps"
     # Other processes on this machine skew every number; say how busy it
     # was.
     load = os.getloadavg()[0]
     print(f"running {label} (load average {load:.1f} on {os.cpu_count()} "
           f"cores) ...", file=out, flush=True)
-    r = train_once(scheduler, k, **common)
+    r = train_once(scheduler, k, profile_steps=(
+        profile_steps if scheduler == "pace" else 0), **common)
     r["label"] = label
     r["load_before"] = load
     runs.append(r)
@@ -195,8 +214,12 @@ def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
                      unroll))
     extra.append(one("PACE plan, unroll 1", "pace", 1))
   print("\nMedian step time (the slower worker's):", file=out)
+  width = max(len(r["label"]) for r in runs)
   for r in runs:
-    print(_row(r["label"], r), file=out)
+    print(_row(r["label"], r, width), file=out)
+  for r in runs:
+    if isinstance(r.get("profile"), dict) and r["profile"].get("summary"):
+      print(f"  ({r['label']}: {r['profile']['summary']})", file=out)
   speedup = baseline["median_step_s"] / pace["median_step_s"]
   print(f"\nSpeed-up of PACE + unroll {unroll} over stock reduction: "
         f"{speedup:.2f}x ({baseline['median_step_s'] * 1e3:.1f} ms -> "
@@ -245,6 +268,10 @@ def _check(f) -> None:
   if f.steps < 1 or f.warmup_steps < 0 or f.warmup_steps >= f.steps:
     raise app.UsageError("--steps must be positive and more than "
                          "--warmup_steps")
+  if f.profile_steps < 0 or (f.profile_steps and
+                             f.profile_steps >= f.warmup_steps):
+    raise app.UsageError("--profile_steps must be >= 0 and fewer than "
+                         "--warmup_steps (the re-planned steps are timed)")
   if f.unroll < 1 or f.steps % f.unroll:
     raise app.UsageError("--unroll must be positive and divide --steps")
   if f.num_workers < 1 or f.batch_size % f.num_workers:
@@ -267,7 +294,8 @@ def main(argv: Sequence[str]) -> None:
     run(model=f.model, batch_size=f.batch_size, steps=f.steps,
         warmup_steps=f.warmup_steps, unroll=f.unroll,
         num_workers=f.num_workers, bandwidth=f.bandwidth or None,
-        attribution=f.attribution, timeout_s=f.timeout_s)
+        attribution=f.attribution, timeout_s=f.timeout_s,
+        profile_steps=f.profile_steps, pin_cpus=f.pin_cpus)
   except RuntimeError as e:
     print(f"demo: {e}", file=sys.stderr)
     sys.exit(1)

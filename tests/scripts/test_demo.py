@@ -23,6 +23,14 @@ def test_bad_flags_fail_fast():
   assert "--unroll" in result.stderr
 
 
+def test_simulate_keeps_the_planner_tables():
+  result = _demo(["--simulate"], timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  for model in ("resnet50", "vgg16", "transformer"):
+    assert f"{model}:" in result.stdout
+  assert "SIMULATION" in result.stdout and "pace" in result.stdout
+
+
 @pytest.mark.slow
 def test_tiny_demo():
   result = _demo(["--steps=6", "--warmup_steps=2", "--unroll=2",

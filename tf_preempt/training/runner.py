@@ -13,8 +13,16 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
+import keras
+import tensorflow as tf
 
+from tf_preempt import models
+from tf_preempt import strategies
+from tf_preempt.keras import unroll_steps
+from tf_preempt.plan import Plan
+from tf_preempt.telemetry import chrome_trace
 from tf_preempt.training import config as config_lib
+from tf_preempt.training import data
 
 # Set on the stats when --profile_steps is given but this installation has no
 # profile-and-re-plan callback.
@@ -26,12 +34,14 @@ PROFILE_NOT_WIRED = ("profiling is not wired: tf_preempt.keras has no "
 def configure_threads(config: config_lib.TrainConfig) -> None:
   """Applies the thread counts; must run before TensorFlow runs anything.
 
+  Importing TensorFlow and Keras does not start TensorFlow's runtime; the
+  first op or device query does.
+
   Raises:
     RuntimeError: if TensorFlow has already started its runtime.
   """
   if config.intra_op_threads is None and config.inter_op_threads is None:
     return
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
     if config.intra_op_threads is not None:
       tf.config.threading.set_intra_op_parallelism_threads(
@@ -67,13 +77,10 @@ def make_strategy(config: config_lib.TrainConfig):
     ValueError: for an implementation this machine cannot run, or a plan
       file that is not a plan.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if config.strategy == "one_device":
     gpus = tf.config.list_logical_devices("GPU")
     return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else
                                            "/cpu:0")
-  from tf_preempt import strategies  # pylint: disable=g-import-not-at-top
-  from tf_preempt.plan import Plan  # pylint: disable=g-import-not-at-top
   implementation = {
       "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
       "ring": tf.distribute.experimental.CommunicationImplementation.RING,
@@ -119,51 +126,49 @@ def make_strategy(config: config_lib.TrainConfig):
   return strategies.PreemptiveMultiWorkerMirroredStrategy(**common)
 
 
-class StepTimer:
-  """Keras callback factory: wall time of each block of `unroll` steps.
+class StepTimer(keras.callbacks.Callback):
+  """Wall time of each block of `unroll` steps (one train-function call).
 
-  A block is one call of the train function (`unroll` steps). Within an
-  epoch, a block's time runs from the end of the previous block to its own
-  end, so it includes everything a step costs (input, callbacks, the wait
-  for the last collective); the first block of an epoch runs from its
+  Within an epoch, a block's time runs from the end of the previous block to
+  its own end, so it includes everything a step costs (input, callbacks, the
+  wait for the last collective); the first block of an epoch runs from its
   begin, so checkpointing at epoch ends is not counted.
+
+  Attributes:
+    block_s: seconds of each block, in order.
+    spans: the same blocks as compute spans for the Chrome trace
+      (`time.monotonic_ns()`, the scheduler op's clock).
+    first_epoch: the first epoch run (> 0 after a restore).
+    epochs_run: epochs begun.
   """
 
-  def __new__(cls, unroll: int):
-    import keras  # pylint: disable=g-import-not-at-top
+  def __init__(self, unroll: int):
+    super().__init__()
+    self.unroll = unroll
+    self.block_s: List[float] = []
+    self.spans: List[Dict[str, Any]] = []
+    self.first_epoch: Optional[int] = None
+    self.epochs_run = 0
+    self._last_ns: Optional[int] = None
 
-    class _Timer(keras.callbacks.Callback):
-      """See `StepTimer`."""
+  def on_epoch_begin(self, epoch, logs=None):
+    if self.first_epoch is None:
+      self.first_epoch = epoch
+    self.epochs_run += 1
+    self._last_ns = None
 
-      def __init__(self):
-        super().__init__()
-        self.unroll = unroll
-        self.block_s: List[float] = []
-        self.spans: List[Dict[str, Any]] = []
-        self.first_epoch: Optional[int] = None
-        self.epochs_run = 0
-        self._last_ns: Optional[int] = None
+  def on_train_batch_begin(self, batch, logs=None):
+    if self._last_ns is None:
+      self._last_ns = time.monotonic_ns()
 
-      def on_epoch_begin(self, epoch, logs=None):
-        if self.first_epoch is None:
-          self.first_epoch = epoch
-        self.epochs_run += 1
-        self._last_ns = None
-
-      def on_train_batch_begin(self, batch, logs=None):
-        if self._last_ns is None:
-          self._last_ns = time.monotonic_ns()
-
-      def on_train_batch_end(self, batch, logs=None):
-        now = time.monotonic_ns()
-        self.block_s.append((now - self._last_ns) / 1e9)
-        self.spans.append({"name": f"block {len(self.spans)} ({unroll} "
-                                   f"step{'s' if unroll > 1 else ''})",
-                           "start": self._last_ns, "end": now,
-                           "args": {"batch": int(batch)}})
-        self._last_ns = now
-
-    return _Timer()
+  def on_train_batch_end(self, batch, logs=None):
+    now = time.monotonic_ns()
+    self.block_s.append((now - self._last_ns) / 1e9)
+    steps = f"{self.unroll} step{'s' if self.unroll > 1 else ''}"
+    self.spans.append({"name": f"block {len(self.spans)} ({steps})",
+                       "start": self._last_ns, "end": now,
+                       "args": {"batch": int(batch)}})
+    self._last_ns = now
 
 
 def timed_blocks(block_s: Sequence[float], warmup_blocks: int) -> List[float]:
@@ -192,9 +197,6 @@ def gradient_plan(strategy):
 
 def _model_and_data(config):
   """Builds the model (in the current scope) and the matching dataset."""
-  import keras  # pylint: disable=g-import-not-at-top
-  from tf_preempt import models  # pylint: disable=g-import-not-at-top
-  from tf_preempt.training import data  # pylint: disable=g-import-not-at-top
   name = config.tfds_name
   if name is None:
     keras.utils.set_random_seed(config.seed)
@@ -242,7 +244,6 @@ def _replan_callback(config: config_lib.TrainConfig):
 
 def _write_timeline(path, strategy, timer, worker_index, stats):
   """Writes a Chrome trace of the step blocks and the collectives."""
-  from tf_preempt.telemetry import chrome_trace  # pylint: disable=g-import-not-at-top
   ops = getattr(strategy, "cross_device_ops", None)
   records = {}
   if ops is not None and hasattr(ops, "telemetry"):
@@ -277,8 +278,6 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
   """
   config.validate()
   configure_threads(config)
-  import keras  # pylint: disable=g-import-not-at-top
-  from tf_preempt.keras import unroll_steps  # pylint: disable=g-import-not-at-top
 
   workers, worker_index = _cluster_position(config)
   strategy = make_strategy(config)
@@ -325,7 +324,8 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
 
   start = time.perf_counter()
   history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
-                      callbacks=all_callbacks, verbose=verbose)
+                      callbacks=all_callbacks, verbose=verbose,
+                      shuffle=False)  # The dataset shuffles (tfds) itself.
   elapsed = time.perf_counter() - start
 
   blocks = timed_blocks(timer.block_s, config.warmup_blocks)
@@ -334,6 +334,7 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
   losses = history.history.get("loss", [])
   plan = gradient_plan(strategy)
   ops = getattr(strategy, "cross_device_ops", None)
+  threading = tf.config.threading
   stats: Dict[str, Any] = {
       "model": config.model,
       "data": config.data,
@@ -360,6 +361,8 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       "plan": plan.summary() if plan is not None else None,
       "scheduler_op": bool(getattr(ops, "uses_scheduler_op", False)),
       "mixed_precision": config.mixed_precision,
+      "intra_op_threads": threading.get_intra_op_parallelism_threads(),
+      "inter_op_threads": threading.get_inter_op_parallelism_threads(),
   }
   if config.profile_steps:
     if replanner is None:
