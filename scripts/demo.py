@@ -78,7 +78,7 @@ def define_flags() -> None:
   """Defines the command-line flags (all optional, so tests need none)."""
   flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
   flags.DEFINE_integer("batch_size", 10, "Global batch size.")
-  flags.DEFINE_integer("steps", 120, "Training steps of each run.")
+  flags.DEFINE_integer("steps", 80, "Training steps of each run.")
   flags.DEFINE_integer("warmup_steps", 20,
                        "Steps left out of each run's median step time.")
   flags.DEFINE_integer("unroll", 2, "Steps per flat graph of the PACE run.")
@@ -87,6 +87,8 @@ def define_flags() -> None:
                       "Emulated link rate (tc rate); empty for loopback.")
   flags.DEFINE_boolean("attribution", True,
                        "Also run tf_default unrolled and pace not unrolled.")
+  flags.DEFINE_integer("rounds", 2,
+                       "Runs of each setting, in alternating order.")
   flags.DEFINE_integer("profile_steps", 0,
                        "PACE runs: profile this many steps, fit the cost "
                        "model to this machine and re-plan (0: the default "
@@ -167,15 +169,21 @@ def _row(label: str, r: Dict[str, Any], width: int) -> str:
           f" collective(s)  loss {r['final_loss']:.4f}")
 
 
-def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
+def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 80,
         warmup_steps: int = 20, unroll: int = 2, num_workers: int = 2,
         bandwidth: Optional[str] = "2gbit", attribution: bool = True,
-        timeout_s: float = 240.0, profile_steps: int = 0,
+        rounds: int = 2, timeout_s: float = 240.0, profile_steps: int = 0,
         pin_cpus: bool = True, out=None) -> Dict[str, Any]:
   """The demo: baseline and PACE runs, printed; returns the numbers.
 
+  The settings run in `rounds` rounds, each in the reverse order of the
+  previous one, so that a change in the machine's load (it is shared)
+  skews no setting more than another; a setting's step time is the median
+  over its runs of each run's median step time.
+
   Returns:
-    {"baseline", "pace", "speedup", "network", "attribution" (list)}.
+    {"baseline", "pace": {"label", "median_step_s", "runs": [...]},
+    "speedup", "network", "attribution" (settings), "same_loss"}.
   """
   out = out or sys.stdout
   start = time.perf_counter()
@@ -189,41 +197,50 @@ def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
   common = dict(model=model, batch_size=batch_size, steps=steps,
                 warmup_steps=warmup_steps, num_workers=num_workers,
                 link=link, timeout_s=timeout_s, pin_cpus=pin_cpus)
-  runs: List[Dict[str, Any]] = []
-
-  def one(label, scheduler, k):
-    if scheduler == "pace" and profile_steps:
-      label += f", re-planned after {profile_steps} steps"
-    # Other processes on this machine skew every number; say how busy it
-    # was.
-    load = os.getloadavg()[0]
-    print(f"running {label} (load average {load:.1f} on {os.cpu_count()} "
-          f"cores) ...", file=out, flush=True)
-    r = train_once(scheduler, k, profile_steps=(
-        profile_steps if scheduler == "pace" else 0), **common)
-    r["label"] = label
-    r["load_before"] = load
-    runs.append(r)
-    return r
-
-  baseline = one("stock reduction (tf_default), unroll 1", "tf_default", 1)
-  pace = one(f"PACE plan (pace), unroll {unroll}", "pace", unroll)
-  extra = []
+  replanned = f", re-planned after {profile_steps} steps" if (
+      profile_steps) else ""
+  settings = [("stock reduction (tf_default), unroll 1", "tf_default", 1),
+              (f"PACE plan (pace), unroll {unroll}{replanned}", "pace",
+               unroll)]
   if attribution and unroll > 1:
-    extra.append(one(f"stock reduction, unroll {unroll}", "tf_default",
-                     unroll))
-    extra.append(one("PACE plan, unroll 1", "pace", 1))
-  print("\nMedian step time (the slower worker's):", file=out)
-  width = max(len(r["label"]) for r in runs)
-  for r in runs:
-    print(_row(r["label"], r, width), file=out)
-  for r in runs:
+    settings += [(f"stock reduction, unroll {unroll}", "tf_default", unroll),
+                 (f"PACE plan, unroll 1{replanned}", "pace", 1)]
+  results = {label: {"label": label, "runs": []} for label, _, _ in settings}
+  for round_ in range(rounds):
+    order = settings if round_ % 2 == 0 else settings[::-1]
+    for label, scheduler, k in order:
+      # The machine is shared: say how busy it was.
+      load = os.getloadavg()[0]
+      print(f"round {round_ + 1}/{rounds}: {label} (load average "
+            f"{load:.1f} on {os.cpu_count()} cores) ...", file=out,
+            flush=True)
+      r = train_once(scheduler, k, profile_steps=(
+          profile_steps if scheduler == "pace" else 0), **common)
+      r["load_before"] = load
+      results[label]["runs"].append(r)
+  for res in results.values():
+    res["median_step_s"] = statistics.median(
+        r["median_step_s"] for r in res["runs"])
+    res["examples_per_s"] = batch_size / res["median_step_s"]
+    last = res["runs"][-1]
+    res.update(plan=last["plan"], final_loss=last["final_loss"],
+               profile=last.get("profile"))
+  rows = [results[label] for label, _, _ in settings]
+  baseline, pace = rows[0], rows[1]
+  print(f"\nStep time (median over {rounds} run(s) of each run's median; "
+        "the slower worker's):", file=out)
+  width = max(len(r["label"]) for r in rows)
+  for r in rows:
+    each = ", ".join(f"{x['median_step_s'] * 1e3:.1f}" for x in r["runs"])
+    print(f"{_row(r['label'], r, width)}  runs: {each} ms", file=out)
+  for r in rows:
     if isinstance(r.get("profile"), dict) and r["profile"].get("summary"):
       print(f"  ({r['label']}: {r['profile']['summary']})", file=out)
   speedup = baseline["median_step_s"] / pace["median_step_s"]
   print(f"\nSpeed-up of PACE + unroll {unroll} over stock reduction: "
         f"{speedup:.2f}x ({baseline['median_step_s'] * 1e3:.1f} ms -> "
         f"{pace['median_step_s'] * 1e3:.1f} ms per step).", file=out)
+  extra = rows[2:]
   if extra:
     stock_k, pace_1 = extra
     print(f"  attribution: schedule alone (unroll 1) "
@@ -233,12 +250,14 @@ def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 120,
           f"schedule at unroll {unroll} "
           f"{stock_k['median_step_s'] / pace['median_step_s']:.2f}x.",
           file=out)
-  same_loss = all(abs(r["final_loss"] - baseline["final_loss"]) <=
-                  1e-3 * max(1.0, abs(baseline["final_loss"]))
-                  for r in runs)
-  losses = ", ".join(f"{r['final_loss']:.4f}" for r in runs)
+  every = [x for r in rows for x in r["runs"]]
+  same_loss = all(abs(x["final_loss"] - every[0]["final_loss"]) <=
+                  1e-3 * max(1.0, abs(every[0]["final_loss"]))
+                  for x in every)
+  losses = sorted({f"{x['final_loss']:.4f}" for x in every})
   print(f"Same data, model, batch and link in every run; final losses "
-        f"{'agree' if same_loss else 'DIFFER'} ({losses}).", file=out)
+        f"{'agree' if same_loss else 'DIFFER'} ({', '.join(losses)}).",
+        file=out)
   print(STOCK_CANNOT_FIT, file=out)
   print(f"Done in {time.perf_counter() - start:.0f} s.", file=out, flush=True)
   return {"baseline": baseline, "pace": pace, "speedup": speedup,
@@ -274,6 +293,8 @@ def _check(f) -> None:
                          "--warmup_steps (the re-planned steps are timed)")
   if f.unroll < 1 or f.steps % f.unroll:
     raise app.UsageError("--unroll must be positive and divide --steps")
+  if f.rounds < 1:
+    raise app.UsageError("--rounds must be positive")
   if f.num_workers < 1 or f.batch_size % f.num_workers:
     raise app.UsageError("--batch_size must be a multiple of --num_workers")
   from tf_preempt.models import registry  # pylint: disable=g-import-not-at-top
@@ -294,7 +315,7 @@ def main(argv: Sequence[str]) -> None:
     run(model=f.model, batch_size=f.batch_size, steps=f.steps,
         warmup_steps=f.warmup_steps, unroll=f.unroll,
         num_workers=f.num_workers, bandwidth=f.bandwidth or None,
-        attribution=f.attribution, timeout_s=f.timeout_s,
+        attribution=f.attribution, rounds=f.rounds, timeout_s=f.timeout_s,
         profile_steps=f.profile_steps, pin_cpus=f.pin_cpus)
   except RuntimeError as e:
     print(f"demo: {e}", file=sys.stderr)

@@ -34,7 +34,8 @@ def test_simulate_keeps_the_planner_tables():
 @pytest.mark.slow
 def test_tiny_demo():
   result = _demo(["--steps=6", "--warmup_steps=2", "--unroll=2",
-                  "--batch_size=4", "--noattribution", "--timeout_s=120"],
+                  "--batch_size=4", "--noattribution", "--rounds=1",
+                  "--timeout_s=120"],
                  timeout=240)
   out = result.stdout
   assert result.returncode == 0, out + result.stderr[-3000:]
