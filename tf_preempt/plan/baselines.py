@@ -95,12 +95,21 @@ def tf_packed(prob: problem_lib.Problem, bytes_per_pack: int = 32 * MiB
           for pack in packs]
 
 
+# The shortest background cycle the horovod baseline accepts (1 ns).
+MIN_CYCLE_TIME_S = 1e-9
+
+
 def horovod(prob: problem_lib.Problem, fusion_threshold: int = 64 * MiB,
             cycle_time_s: float = 0.005) -> List[Group]:
   """Horovod's fusion buffer driven by its background cycle."""
-  if fusion_threshold < 0 or cycle_time_s < 0:
-    raise ValueError("horovod: fusion_threshold and cycle_time_s must be "
-                     ">= 0.")
+  # NaN fails every comparison, so these checks reject it too; a cycle below
+  # a nanosecond (e.g. a subnormal) would overflow the count of idle cycles.
+  if not fusion_threshold >= 0:
+    raise ValueError(f"horovod: fusion_threshold must be >= 0, got "
+                     f"{fusion_threshold!r}.")
+  if not (cycle_time_s == 0 or MIN_CYCLE_TIME_S <= cycle_time_s < math.inf):
+    raise ValueError(f"horovod: cycle_time_s must be 0 or a finite number of "
+                     f"seconds >= {MIN_CYCLE_TIME_S}, got {cycle_time_s!r}.")
   n = prob.num_tensors
   by_ready = sorted(range(n), key=lambda p: (prob.ready[p], -p))
   groups: List[Group] = []
