@@ -1,6 +1,6 @@
 r"""`make demo`: real 2-worker training, stock TF's all-reduce vs PACE.
 
-  python scripts/demo.py                    # the main job (about 2 minutes)
+  python scripts/demo.py                    # the main job (3-4 minutes)
   python scripts/demo.py --steps 20 --noattribution   # a quick look
   python scripts/demo.py --simulate         # the planner's simulated tables
 
@@ -39,6 +39,39 @@ with one intra-op thread):
 Backward compute and all-reduce are thus within about 5% of each other.
 Larger registry models (resnet20: 0.27 M parameters but 10x the compute;
 vgg16: 138 M parameters) are far from balance on one core at 2 Gbit/s.
+
+What the demo measured here (2 Dec 2026, other sessions' tests running on
+the same 2 cores, load average 3-5; numbers move by up to 2x from run to
+run, hence the alternating rounds): with each worker pinned to one core,
+PACE + unroll 2 was SLOWER than stock, 0.58x-0.71x (stock 47-125 ms per
+step, PACE 81-136 ms); PACE at unroll 1 was on par with stock (0.87x-1.6x),
+and unroll 2 slowed stock down too (0.69x-0.75x in three of four runs).
+Why, from the Chrome traces (`scripts/train.py --timeline`) and the step
+times of each part:
+
+- the ring all-reduce over gRPC is CPU work (copies, serialisation, the
+  sum, TCP through the veth pair): pinned to the core that computes, the
+  "overlapped" communication only time-slices that core, and every
+  collective that runs beside compute gets slow (an 11 KB collective took
+  7-28 ms beside the next step's forward pass, the 3.26 MB stock pack
+  23-32 ms alone);
+- PACE's default plan (made before any profiling, from gradient sizes and
+  an assumed 10 Gbit/s, 50 us link) issues 6 collectives where stock
+  issues 1; the fixed cost per collective is milliseconds here, not
+  microseconds (the re-planner, `--profile_steps`, measured 10.6 ms and
+  planned 3 collectives).
+
+With the workers not pinned (`--nopin_cpus`: gRPC's threads may use the
+other core) one full demo gave: stock 60.4 ms, PACE + unroll 2 66.8 ms
+(0.90x), stock + unroll 2 45.8 ms (1.32x, the best), PACE unroll 1
+68.7 ms. So the cross-step overlap of `unroll_steps` can pay off once the
+communication does not steal the compute core, while PACE's default
+6-collective plan stays slower than stock's single pack on this machine:
+its cost model assumes a start-up cost per collective that is about 100x
+too small for gRPC on a loaded CPU. Re-planning from measurements
+(`--profile_steps`) is the designed remedy; it was not measured here in
+alternating rounds (one pinned run under load 5: 213 ms per step both
+before and after the re-plan to 3 collectives).
 
 Stock `tf.distribute.MultiWorkerMirroredStrategy` itself cannot run Keras 3
 `fit` (keras-team/keras#20585, tensorflow/tensorflow#72388), so the
