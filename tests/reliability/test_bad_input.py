@@ -150,10 +150,7 @@ def _plan_variants(tmp_path):
 @pytest.mark.parametrize("variant", [
     "truncated", "corrupted", "not a plan", "binary garbage",
     "other model, same count",
-    pytest.param("other model, other count", marks=pytest.mark.xfail(
-        strict=True, reason="known gap: a --plan whose tensor count matches "
-        "no all-reduce is ignored (logged once at INFO) and the scheduler's "
-        "plan is used instead; it should be an error")),
+    "other model, other count",
 ])
 def test_bad_plan_file_is_a_clear_error(tmp_path, logical_cpus, variant):
   from tf_preempt.training import runner  # pylint: disable=g-import-not-at-top

@@ -39,7 +39,7 @@ Timeouts. Unless the options set one, every collective gets
 
 import copy
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -194,6 +194,15 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
   @property
   def devices(self):
     return tf_internals.cross_device_ops_state(self).devices
+
+  def bound_plans(self) -> List[Plan]:
+    """The plans all-reduces have been bound to so far, first bound first."""
+    with self._plan_lock:
+      by_fingerprint = {}
+      for bound in self._bound.values():
+        if bound.plan is not None:
+          by_fingerprint.setdefault(bound.plan.fingerprint(), bound.plan)
+      return list(by_fingerprint.values())
 
   def set_plan(self, plan: Optional[Plan]) -> None:
     """Replaces the user's plan; functions traced from now on use it.

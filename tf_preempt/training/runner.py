@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tf_preempt import models
@@ -188,11 +189,39 @@ def gradient_plan(strategy):
     return None
   if ops.plan is not None:
     return ops.plan
-  # PreemptiveAllReduce keeps its bound plans in `_bound`; there is no
-  # public accessor yet (the lead was asked for one).
-  bound = [b.plan for b in getattr(ops, "_bound", {}).values()
-           if b.plan is not None]
-  return max(bound, key=lambda p: len(p.tensors), default=None)
+  return max(ops.bound_plans(), key=lambda p: len(p.tensors), default=None)
+
+
+def check_plan_fits(plan, model, path: str) -> None:
+  """Raises ValueError unless `plan` was made for `model`'s gradients.
+
+  The runtime applies a plan to the all-reduce of as many values as the plan
+  has tensors, so a plan made for another model would otherwise go unused
+  without a word; this is checked before the first step.
+
+  Args:
+    plan: the `Plan` of `--plan`.
+    model: the model about to be trained.
+    path: the plan file, for the message.
+
+  Raises:
+    ValueError: naming the first tensor that does not fit.
+  """
+  variables = model.trainable_variables
+  if len(plan.tensors) != len(variables):
+    raise ValueError(
+        f"--plan {path!r} is a plan for {len(plan.tensors)} tensors, but "
+        f"this model has {len(variables)} trainable variables: the plan was "
+        "made for another model.")
+  for i, (tensor, variable) in enumerate(zip(plan.tensors, variables)):
+    nbytes = (int(np.prod(variable.shape)) *
+              tf.as_dtype(variable.dtype).size)
+    if tensor.nbytes != nbytes:
+      raise ValueError(
+          f"--plan {path!r}: tensor {i} ({tensor.name!r}) has "
+          f"{tensor.nbytes} bytes, but the model's variable "
+          f"{variable.path!r} has {nbytes} bytes: the plan was made for "
+          "another model.")
 
 
 def _model_and_data(config):
@@ -298,6 +327,11 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
     # strategies; this also traces the K steps as one flat graph.
     unroll_steps(model, config.unroll)
   epochs, steps_per_epoch = config.schedule(dataset_steps)
+
+  user_plan = getattr(getattr(strategy, "cross_device_ops", None), "plan",
+                      None)
+  if user_plan is not None:
+    check_plan_fits(user_plan, model, config.plan)
 
   timer = StepTimer(config.unroll)
   all_callbacks = [timer]
