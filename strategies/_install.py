@@ -3,6 +3,8 @@
 import itertools
 import threading
 
+from tf_preempt.plan.plan import Plan
+from tf_preempt.runtime import default_plan
 from tf_preempt.runtime import replica_context
 from tf_preempt.runtime import tf_internals
 from tf_preempt.runtime.cross_device_ops import PreemptiveAllReduce
@@ -19,6 +21,18 @@ from tf_preempt.runtime.cross_device_ops import PreemptiveAllReduce
 _KEY_BASE_STRIDE = 10000
 _key_bases = itertools.count(1)
 _key_lock = threading.Lock()
+
+
+def check_arguments(plan, scheduler):
+  """The checks both strategies make before TensorFlow builds anything.
+
+  Raises:
+    ValueError: on an unknown scheduler.
+    TypeError: if `plan` is not a `Plan`.
+  """
+  default_plan.check_scheduler(scheduler)
+  if plan is not None and not isinstance(plan, Plan):
+    raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
 
 
 def next_collective_key_base():

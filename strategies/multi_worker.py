@@ -5,7 +5,6 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 from tf_preempt.plan.plan import Plan
-from tf_preempt.runtime import default_plan
 from tf_preempt.strategies import _install
 
 
@@ -54,9 +53,7 @@ class PreemptiveMultiWorkerMirroredStrategy(
       ValueError: on an unknown scheduler.
       TypeError: if `plan` is not a `Plan`.
     """
-    default_plan.check_scheduler(scheduler)
-    if plan is not None and not isinstance(plan, Plan):
-      raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+    _install.check_arguments(plan, scheduler)
     # Read by the Extended's constructor (see _install for why).
     self._collective_key_base = _install.next_collective_key_base()
     super().__init__(cluster_resolver=cluster_resolver,

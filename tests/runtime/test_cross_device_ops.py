@@ -6,7 +6,6 @@ the same per-replica values with the preemptive ops and with TensorFlow's own
 share instance keys) and compares, eagerly and inside `tf.function`.
 """
 
-import itertools
 
 import numpy as np
 import pytest
@@ -14,11 +13,12 @@ import tensorflow as tf
 
 from tf_preempt.plan.plan import PlanTensor
 from tf_preempt.plan.plan import plan_from_groups
-from tf_preempt.plan.plan import split_evenly
 from tf_preempt.runtime import PreemptiveAllReduce
 from tf_preempt.runtime import binding
 from tf_preempt.runtime import tf_internals
+from tf_preempt.testing import collectives
 from tf_preempt.testing import graphs
+from tf_preempt.testing import plans
 
 from tensorflow.python.distribute import values as value_lib  # pylint: disable=g-direct-tensorflow-import
 
@@ -57,18 +57,10 @@ def _random_values(num_devices, seed, shapes=SHAPES, dtype=np.float32,
   return out
 
 
-# TensorFlow caches a collective's parameters per (group key, instance key)
-# for the whole process, so every pair of ops gets group keys of its own.
-_group_keys = itertools.count(1)
-
-
-def _keys():
-  return tf_internals.CollectiveKeys(
-      group_key_start=100000 + 1000 * next(_group_keys))
 
 
 def _pair(devices, **kwargs):
-  keys = _keys()
+  keys = collectives.fresh_collective_keys()
   stock = tf_internals.CollectiveAllReduce(devices, len(devices), RING,
                                            collective_keys=keys)
   mine = PreemptiveAllReduce(devices, len(devices), RING, keys, **kwargs)
@@ -82,32 +74,9 @@ def _batch_reduce(ops_, reduce_op, per_replica, function):
   return tf.function(run)() if function else run()
 
 
-def _tensors(shapes, itemsize=4):
-  return [PlanTensor(f"t{i}", int(np.prod(s)) * itemsize, itemsize)
-          for i, s in enumerate(shapes)]
-
-
-def _tiny_chunks_plan(shapes):
-  """Every tensor cut into 8-byte chunks, interleaved forward-first."""
-  tensors = _tensors(shapes)
-  chunks = [[(i, off, n)] for i, t in enumerate(tensors)
-            for off, n in split_evenly(t.nbytes, 4, 8)]
-  return plan_from_groups(tensors, chunks[::2] + chunks[1::2])
-
-
-def _fused_plan(shapes):
-  """Two large fused groups that split one tensor across them."""
-  tensors = _tensors(shapes)
-  half = tensors[4].nbytes // 2 // 4 * 4
-  first = [(i, 0, tensors[i].nbytes) for i in (0, 2, 3)] + [(4, 0, half)]
-  second = ([(4, half, tensors[4].nbytes - half)] +
-            [(i, 0, tensors[i].nbytes) for i in (1, 5, 6)])
-  return plan_from_groups(tensors, [second, first])
-
-
 PLANS = {
-    "tiny_chunks": {"plan": _tiny_chunks_plan(SHAPES)},
-    "fused": {"plan": _fused_plan(SHAPES)},
+    "tiny_chunks": {"plan": plans.chunked_plan(SHAPES, 8)},
+    "fused": {"plan": plans.fused_plan(SHAPES)},
     "pace": {"scheduler": "pace"},
     "pace_chunked": {"scheduler": "pace",
                      "scheduler_options": {"chunk_bytes": 64}},
@@ -187,7 +156,7 @@ def test_mixed_dtypes_exact(function):
 @pytest.mark.parametrize("reduce_op", [SUM, MEAN], ids=["sum", "mean"])
 def test_indexed_slices_match_stock(reduce_op, function):
   devices = _devices(2)
-  stock, mine = _pair(devices, plan=_fused_plan(SHAPES[:4] + [(6, 3)] +
+  stock, mine = _pair(devices, plan=plans.fused_plan(SHAPES[:4] + [(6, 3)] +
                                                 SHAPES[5:]))
   per_device = _random_values(2, seed=3)
   for d in range(2):
@@ -244,9 +213,10 @@ def _collectives_by_device(graph):
 def test_graph_order_follows_plan(implementation):
   """The traced CollectiveReduceV2 ops are chained in the plan's order."""
   devices = _devices(2)
-  plan = _tiny_chunks_plan(SHAPES[:3])
+  plan = plans.chunked_plan(SHAPES[:3], 8)
   options = tf_internals.CommunicationOptions(implementation=implementation)
-  mine = PreemptiveAllReduce(devices, 2, options, _keys(), plan=plan)
+  mine = PreemptiveAllReduce(devices, 2, options,
+                             collectives.fresh_collective_keys(), plan=plan)
   per_replica = _per_replica(devices, _random_values(2, seed=1,
                                                      shapes=SHAPES[:3]))
 

@@ -9,7 +9,6 @@ requires bit-identical results over several steps, eagerly and inside
 """
 
 import importlib.util
-import itertools
 import os
 
 import numpy as np
@@ -18,14 +17,13 @@ import tensorflow as tf
 
 from tf_preempt import ops as scheduler_ops
 from tf_preempt.ops import scheduler as scheduler_lib
-from tf_preempt.plan.plan import PlanTensor
-from tf_preempt.plan.plan import plan_from_groups
-from tf_preempt.plan.plan import split_evenly
 from tf_preempt.runtime import PreemptiveAllReduce
 from tf_preempt.runtime import scheduling
 from tf_preempt.runtime import tf_internals
 from tf_preempt.strategies import PreemptiveMirroredStrategy
+from tf_preempt.testing import collectives
 from tf_preempt.testing import graphs
+from tf_preempt.testing import plans
 
 from tensorflow.python.distribute import values as value_lib  # pylint: disable=g-direct-tensorflow-import
 
@@ -48,54 +46,25 @@ def ops_library():
   assert scheduler_ops.is_available()
 
 
-_group_keys = itertools.count(1)
-
-
-def _keys():
-  # TensorFlow caches collective parameters per (group, instance) key for the
-  # whole process: every object gets group keys of its own.
-  return tf_internals.CollectiveKeys(
-      group_key_start=300000 + 1000 * next(_group_keys))
 
 
 def _make(devices, scheduler_op, options=RING, **kwargs):
-  return PreemptiveAllReduce(devices, len(devices), options, _keys(),
+  return PreemptiveAllReduce(devices, len(devices), options,
+                             collectives.fresh_collective_keys(),
                              scheduler_op=scheduler_op, **kwargs)
 
 
-def _tensors(shapes, itemsize=4):
-  return [PlanTensor(f"t{i}", int(np.prod(s)) * itemsize, itemsize)
-          for i, s in enumerate(shapes)]
-
-
-def _chunks_plan(shapes):
-  """Every tensor cut into 128-byte chunks, interleaved forward-first.
-
-  Not finer: TensorFlow keeps threads per executed collective instance
-  (about a dozen), and a process has a thread limit.
-  """
-  tensors = _tensors(shapes)
-  chunks = [[(i, off, n)] for i, t in enumerate(tensors)
-            for off, n in split_evenly(t.nbytes, 4, 128)]
-  return plan_from_groups(tensors, chunks[::2] + chunks[1::2])
-
-
-def _fused_plan(shapes):
-  """Two fused groups that split one tensor across them."""
-  tensors = _tensors(shapes)
-  half = tensors[4].nbytes // 2 // 4 * 4
-  first = [(i, 0, tensors[i].nbytes) for i in (0, 2, 3)] + [(4, 0, half)]
-  second = ([(4, half, tensors[4].nbytes - half)] +
-            [(i, 0, tensors[i].nbytes) for i in (1, 5, 6)])
-  return plan_from_groups(tensors, [second, first])
+# Chunks of 128 bytes, not finer: TensorFlow keeps threads per executed
+# collective instance (about a dozen), and a process has a thread limit.
+CHUNK_BYTES = 128
 
 
 MIXED_DTYPES = (np.float16, tf.bfloat16.as_numpy_dtype, np.float32,
                 np.int32)
 
 CASES = {
-    "chunks": ({"plan": _chunks_plan(SHAPES)}, (np.float32,)),
-    "fused": ({"plan": _fused_plan(SHAPES)}, (np.float32,)),
+    "chunks": ({"plan": plans.chunked_plan(SHAPES, CHUNK_BYTES)}, (np.float32,)),
+    "fused": ({"plan": plans.fused_plan(SHAPES)}, (np.float32,)),
     "pace_chunked": ({"scheduler": "pace",
                       "scheduler_options": {"chunk_bytes": 128}},
                      (np.float32,)),
@@ -103,7 +72,7 @@ CASES = {
                       "scheduler_options": {"chunk_bytes": 128,
                                             "credit_collectives": 3}},
                      MIXED_DTYPES),
-    "byte_credit": ({"plan": _chunks_plan(SHAPES),
+    "byte_credit": ({"plan": plans.chunked_plan(SHAPES, CHUNK_BYTES),
                      "scheduler_options": {"credit_collectives": 4,
                                            "credit_bytes": 300}},
                     (np.float32,)),
@@ -191,14 +160,17 @@ def _check_telemetry(ops_, devices, iterations):
   assert len(devices) == len(telemetry)
 
 
-@pytest.mark.parametrize("num_devices", [2, 4])
+# Every case on two replicas; on four only the two cases that matter most
+# there (the CPU is shared, and four replicas cost twice the time).
+_DEVICE_CASES = ([(2, case) for case in sorted(CASES)] +
+                 [(4, "chunks"), (4, "mixed_dtypes")])
+
+
 @pytest.mark.parametrize("function", [False, True], ids=["eager", "function"])
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("num_devices,case", _DEVICE_CASES)
 def test_op_mode_equals_token_mode(case, function, num_devices,
                                    logical_cpus):
   kwargs, dtypes = CASES[case]
-  if num_devices == 4 and case not in ("chunks", "mixed_dtypes"):
-    pytest.skip("four replicas only for two cases (shared CPU)")
   devices = list(logical_cpus[:num_devices])
   with_op = _make(devices, True, **kwargs)
   without = _make(devices, False, **kwargs)
@@ -239,7 +211,7 @@ def _with_metric_function(ops_, devices, values):
 def test_every_planned_collective_is_gated(logical_cpus):
   """Graph: gate -> CollectiveReduceV2 -> complete, for planned ones only."""
   devices = list(logical_cpus[:2])
-  plan = _fused_plan(SHAPES)
+  plan = plans.fused_plan(SHAPES)
   ops_ = _make(devices, True, plan=plan)
   values = [[tf.constant(v) for v in vs]
             for vs in _values(2, 0, (np.float32,))]
@@ -296,7 +268,7 @@ def test_credit_defaults_and_options(logical_cpus):
   with pytest.raises(ValueError, match="credit_collectives"):
     scheduling.split_options({"credit_collectives": 0})
 
-  ops_ = _make(devices, True, plan=_chunks_plan(SHAPES[:2]),
+  ops_ = _make(devices, True, plan=plans.chunked_plan(SHAPES[:2], CHUNK_BYTES),
                scheduler_options={"credit_collectives": 3,
                                   "credit_bytes": 200})
   _function_steps(ops_, devices, SUM, (np.float32,))
@@ -314,7 +286,7 @@ def test_credit_defaults_and_options(logical_cpus):
 
 def test_reset_restarts_iterations(logical_cpus):
   devices = list(logical_cpus[:2])
-  ops_ = _make(devices, True, plan=_chunks_plan(SHAPES[:3]))
+  ops_ = _make(devices, True, plan=plans.chunked_plan(SHAPES[:3], CHUNK_BYTES))
   _function_steps(ops_, devices, SUM, (np.float32,))
   assert {r.iteration for rs in ops_.telemetry().values() for r in rs} == (
       set(range(STEPS)))
@@ -392,7 +364,7 @@ def test_default_falls_back_with_one_log_line(tmp_path, monkeypatch,
   logged = []
   monkeypatch.setattr(scheduling.logging, "warning",
                       lambda msg, *args: logged.append(msg % args))
-  plan = _chunks_plan(SHAPES[:3])
+  plan = plans.chunked_plan(SHAPES[:3], CHUNK_BYTES)
   fallback = [_make(devices, None, plan=plan) for _ in range(2)]
   assert not any(ops_.uses_scheduler_op for ops_ in fallback)
   assert len(logged) == 1 and "ordering token alone" in logged[0]

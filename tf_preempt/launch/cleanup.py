@@ -106,3 +106,45 @@ def signals_deferred(
         handler(signum, None)
       elif handler == signal.SIG_DFL:
         os.kill(os.getpid(), signum)
+
+
+class SignalGuarded:
+  """A context manager for something that must be undone, even on a signal.
+
+  Subclasses implement `_acquire()` (start processes, create namespaces) and
+  `_release()` (undo it). While inside the `with` block, and if
+  `handle_signals` was true, SIGINT and SIGTERM raise `Interrupted` so that
+  `_release` runs; a failure in `_acquire` restores the signal handlers.
+  """
+
+  def __init__(self, handle_signals: bool):
+    self._handle_signals = handle_signals
+    self._signal_ctx = None
+
+  def _acquire(self) -> None:
+    raise NotImplementedError
+
+  def _release(self) -> None:
+    raise NotImplementedError
+
+  def __enter__(self):
+    if self._handle_signals:
+      self._signal_ctx = raise_on_signals()
+      self._signal_ctx.__enter__()
+    try:
+      self._acquire()
+    except BaseException:
+      self._exit_signal_ctx()
+      raise
+    return self
+
+  def __exit__(self, exc_type, exc, tb) -> None:
+    try:
+      self._release()
+    finally:
+      self._exit_signal_ctx()
+
+  def _exit_signal_ctx(self) -> None:
+    if self._signal_ctx is not None:
+      ctx, self._signal_ctx = self._signal_ctx, None
+      ctx.__exit__(None, None, None)

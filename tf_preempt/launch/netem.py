@@ -304,7 +304,7 @@ def tc_commands(namespace: str, device: str, rate: Optional[str],
   return commands
 
 
-class EmulatedNetwork:
+class EmulatedNetwork(cleanup.SignalGuarded):
   """Namespaces, bridge, veths and qdiscs for N workers; always removed.
 
   Use as a context manager:
@@ -342,8 +342,7 @@ class EmulatedNetwork:
     self.link = link
     self.subnet = subnet
     self.prefix = f"{NAMESPACE_BASE}-{os.getpid()}-{next(_counter)}"
-    self._handle_signals = handle_signals
-    self._signal_ctx = None
+    super().__init__(handle_signals)
     self._created: List[str] = []
 
   @property
@@ -430,24 +429,9 @@ class EmulatedNetwork:
       raise RuntimeError(f"could not delete network namespaces "
                          f"{self._created}")
 
-  def __enter__(self) -> "EmulatedNetwork":
-    if self._handle_signals:
-      self._signal_ctx = cleanup.raise_on_signals()
-      self._signal_ctx.__enter__()
-    try:
-      self.create()
-    except BaseException:
-      self._exit_signal_ctx()
-      raise
-    return self
+  # cleanup.SignalGuarded: the `with` block creates and destroys.
+  def _acquire(self) -> None:
+    self.create()
 
-  def __exit__(self, exc_type, exc, tb) -> None:
-    try:
-      self.destroy()
-    finally:
-      self._exit_signal_ctx()
-
-  def _exit_signal_ctx(self) -> None:
-    if self._signal_ctx is not None:
-      ctx, self._signal_ctx = self._signal_ctx, None
-      ctx.__exit__(None, None, None)
+  def _release(self) -> None:
+    self.destroy()

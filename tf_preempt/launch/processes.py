@@ -244,7 +244,7 @@ def kill_process_groups(pgids: Sequence[int], grace_s: float = 3.0,
     _signal_group(pgid, signal.SIGKILL)
 
 
-class WorkerGroup:
+class WorkerGroup(cleanup.SignalGuarded):
   """N worker processes that are started together and always killed.
 
   Use as a context manager:
@@ -279,12 +279,11 @@ class WorkerGroup:
     self._specs = list(specs)
     self.log_dir = log_dir or tempfile.mkdtemp(prefix="tf_preempt_workers_")
     self._grace_s = grace_s
-    self._handle_signals = handle_signals
+    super().__init__(handle_signals)
     self._die_with_parent = die_with_parent
     self._procs: List[Optional[subprocess.Popen]] = []
     self._returncodes: List[Optional[int]] = []
     self._killed: List[bool] = []
-    self._signal_ctx = None
     self._start_time = None
     self._closed = False
 
@@ -438,27 +437,12 @@ class WorkerGroup:
     finally:
       atexit.unregister(self.close)
 
-  def __enter__(self) -> "WorkerGroup":
-    if self._handle_signals:
-      self._signal_ctx = cleanup.raise_on_signals()
-      self._signal_ctx.__enter__()
-    try:
-      self.start()
-    except BaseException:
-      self._exit_signal_ctx()
-      raise
-    return self
+  # cleanup.SignalGuarded: the `with` block starts and closes.
+  def _acquire(self) -> None:
+    self.start()
 
-  def __exit__(self, exc_type, exc, tb) -> None:
-    try:
-      self.close()
-    finally:
-      self._exit_signal_ctx()
-
-  def _exit_signal_ctx(self) -> None:
-    if self._signal_ctx is not None:
-      ctx, self._signal_ctx = self._signal_ctx, None
-      ctx.__exit__(None, None, None)
+  def _release(self) -> None:
+    self.close()
 
 
 def run_workers(specs: Sequence[WorkerSpec], timeout_s: Optional[float] = None,
