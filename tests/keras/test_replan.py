@@ -147,7 +147,7 @@ def test_truncated_cache_is_reprofiled_and_rewritten(logical_cpus, tmp_path):
 def test_cache_of_another_model_is_rejected_before_training(logical_cpus,
                                                             tmp_path):
   import keras  # pylint: disable=g-import-not-at-top
-  from tf_preempt.profile import online  # pylint: disable=g-import-not-at-top
+  from tf_preempt.profile import plan_cache  # pylint: disable=g-import-not-at-top
   first = _callback(cache_dir=str(tmp_path))
   _fit(_strategy(logical_cpus), [first])
   # The file at this model's path now holds another model's plan (copied
@@ -157,10 +157,10 @@ def test_cache_of_another_model_is_rejected_before_training(logical_cpus,
   path = first.result.cache_file
   with open(path) as f:
     data = json.load(f)
-  data["signature"] = online.model_signature(other)
+  data["signature"] = plan_cache.model_signature(other)
   with open(path, "w") as f:
     json.dump(data, f)
-  with pytest.raises(online.PlanCacheMismatchError, match="another model"):
+  with pytest.raises(plan_cache.PlanCacheMismatchError, match="another model"):
     _fit(_strategy(logical_cpus), [_callback(cache_dir=str(tmp_path))])
 
 

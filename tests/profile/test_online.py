@@ -13,6 +13,7 @@ from tf_preempt.plan import make_plan
 from tf_preempt.plan import CostModel
 from tf_preempt.profile import model_dag
 from tf_preempt.profile import online
+from tf_preempt.profile import plan_cache
 
 
 def _model(width=16):
@@ -66,29 +67,29 @@ def test_all_workers_mean_is_the_mean_over_replicas(strategy):
 def test_model_signature_ignores_names_not_shapes():
   a, b, c = _model(16), _model(16), _model(32)
   assert a.trainable_variables[0].path != b.trainable_variables[0].path
-  assert online.model_signature(a) == online.model_signature(b)
-  assert online.model_signature(a) != online.model_signature(c)
+  assert plan_cache.model_signature(a) == plan_cache.model_signature(b)
+  assert plan_cache.model_signature(a) != plan_cache.model_signature(c)
 
 
 def test_cache_round_trip_is_atomic(tmp_path):
   model = _model()
   plan = _plan_for(model)
-  sig = online.model_signature(model)
-  path = online.cache_path(str(tmp_path / "c"), sig, 2, "ring")
-  online.save_cached_plan(path, plan, sig, 2, "ring", {"forward_s": 1.0})
+  sig = plan_cache.model_signature(model)
+  path = plan_cache.cache_path(str(tmp_path / "c"), sig, 2, "ring")
+  plan_cache.save_cached_plan(path, plan, sig, 2, "ring", {"forward_s": 1.0})
   assert os.listdir(tmp_path / "c") == [os.path.basename(path)]
-  loaded = online.load_cached_plan(path, sig, 2, "ring")
+  loaded = plan_cache.load_cached_plan(path, sig, 2, "ring")
   assert loaded.fingerprint() == plan.fingerprint()
   assert loaded.predicted_iteration_s == plan.predicted_iteration_s
-  assert online.load_cached_plan(path + ".missing", sig, 2, "ring") is None
+  assert plan_cache.load_cached_plan(path + ".missing", sig, 2, "ring") is None
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "fingerprint"])
 def test_corrupted_cache_is_logged_and_ignored(tmp_path, damage, caplog):
   model = _model()
-  sig = online.model_signature(model)
-  path = online.cache_path(str(tmp_path), sig, 2, "ring")
-  online.save_cached_plan(path, _plan_for(model), sig, 2, "ring")
+  sig = plan_cache.model_signature(model)
+  path = plan_cache.cache_path(str(tmp_path), sig, 2, "ring")
+  plan_cache.save_cached_plan(path, _plan_for(model), sig, 2, "ring")
   text = open(path).read()
   if damage == "truncate":
     text = text[:len(text) // 2]
@@ -103,21 +104,21 @@ def test_corrupted_cache_is_logged_and_ignored(tmp_path, damage, caplog):
     f.write(text)
   logging.get_absl_logger().propagate = True
   with caplog.at_level("WARNING"):
-    assert online.load_cached_plan(path, sig, 2, "ring") is None
+    assert plan_cache.load_cached_plan(path, sig, 2, "ring") is None
   assert "re-profiling" in caplog.text
 
 
 @pytest.mark.parametrize("field", ["model", "world_size", "implementation"])
 def test_cache_of_another_setup_is_rejected(tmp_path, field):
   model, other = _model(16), _model(32)
-  sig = online.model_signature(model)
+  sig = plan_cache.model_signature(model)
   path = str(tmp_path / "plan.json")
-  online.save_cached_plan(path, _plan_for(model), sig, 2, "ring")
-  wanted = {"model": (online.model_signature(other), 2, "ring"),
+  plan_cache.save_cached_plan(path, _plan_for(model), sig, 2, "ring")
+  wanted = {"model": (plan_cache.model_signature(other), 2, "ring"),
             "world_size": (sig, 4, "ring"),
             "implementation": (sig, 2, "nccl")}[field]
-  with pytest.raises(online.PlanCacheMismatchError, match="another"):
-    online.load_cached_plan(path, *wanted)
+  with pytest.raises(plan_cache.PlanCacheMismatchError, match="another"):
+    plan_cache.load_cached_plan(path, *wanted)
 
 
 def test_profile_and_replan_installs_a_measured_pace_plan(strategy, tmp_path):

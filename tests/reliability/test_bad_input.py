@@ -170,13 +170,13 @@ def test_bad_plan_file_is_a_clear_error(tmp_path, logical_cpus, variant):
 
 
 def test_plan_cache_from_another_model_is_refused_and_kept(tmp_path):
-  from tf_preempt.profile import online  # pylint: disable=g-import-not-at-top
+  from tf_preempt.profile import plan_cache  # pylint: disable=g-import-not-at-top
   plan = plan_from_groups([PlanTensor("a", 16)], [[(0, 0, 16)]])
-  path = online.cache_path(str(tmp_path), "a" * 64, 2, "RING")
-  online.save_cached_plan(path, plan, "a" * 64, 2, "RING")
+  path = plan_cache.cache_path(str(tmp_path), "a" * 64, 2, "RING")
+  plan_cache.save_cached_plan(path, plan, "a" * 64, 2, "RING")
   before = open(path).read()
-  with pytest.raises(online.PlanCacheMismatchError) as info:
-    online.load_cached_plan(path, "b" * 64, 2, "RING")
+  with pytest.raises(plan_cache.PlanCacheMismatchError) as info:
+    plan_cache.load_cached_plan(path, "b" * 64, 2, "RING")
   print(f"[bad input] plan cache of another model: "
         f"{str(info.value)[:200]}")
   assert "model signature" in str(info.value)
@@ -185,10 +185,10 @@ def test_plan_cache_from_another_model_is_refused_and_kept(tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "fingerprint"])
 def test_damaged_plan_cache_is_not_used(tmp_path, damage, caplog):
-  from tf_preempt.profile import online  # pylint: disable=g-import-not-at-top
+  from tf_preempt.profile import plan_cache  # pylint: disable=g-import-not-at-top
   plan = plan_from_groups([PlanTensor("a", 16)], [[(0, 0, 16)]])
-  path = online.cache_path(str(tmp_path), "a" * 64, 2, "RING")
-  online.save_cached_plan(path, plan, "a" * 64, 2, "RING")
+  path = plan_cache.cache_path(str(tmp_path), "a" * 64, 2, "RING")
+  plan_cache.save_cached_plan(path, plan, "a" * 64, 2, "RING")
   text = open(path).read()
   if damage == "truncated":
     text = text[:len(text) // 2]
@@ -200,25 +200,25 @@ def test_damaged_plan_cache_is_not_used(tmp_path, damage, caplog):
     text = json.dumps(data)
   with open(path, "w") as f:
     f.write(text)
-  assert online.load_cached_plan(path, "a" * 64, 2, "RING") is None
+  assert plan_cache.load_cached_plan(path, "a" * 64, 2, "RING") is None
 
 
 def test_plan_cache_write_is_atomic(tmp_path, monkeypatch):
-  from tf_preempt.profile import online  # pylint: disable=g-import-not-at-top
+  from tf_preempt.profile import plan_cache  # pylint: disable=g-import-not-at-top
   old = plan_from_groups([PlanTensor("a", 16)], [[(0, 0, 16)]])
   new = plan_from_groups([PlanTensor("a", 16)], [[(0, 0, 8)], [(0, 8, 8)]])
-  path = online.cache_path(str(tmp_path), "a" * 64, 2, "RING")
-  online.save_cached_plan(path, old, "a" * 64, 2, "RING")
+  path = plan_cache.cache_path(str(tmp_path), "a" * 64, 2, "RING")
+  plan_cache.save_cached_plan(path, old, "a" * 64, 2, "RING")
   before = open(path).read()
 
   def crash(src, dst):
     raise OSError("disk full (injected)")
 
-  monkeypatch.setattr(online.os, "replace", crash)
+  monkeypatch.setattr(plan_cache.os, "replace", crash)
   with pytest.raises(OSError, match="injected"):
-    online.save_cached_plan(path, new, "a" * 64, 2, "RING")
+    plan_cache.save_cached_plan(path, new, "a" * 64, 2, "RING")
   monkeypatch.undo()
   assert open(path).read() == before
   assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]
-  loaded = online.load_cached_plan(path, "a" * 64, 2, "RING")
+  loaded = plan_cache.load_cached_plan(path, "a" * 64, 2, "RING")
   assert loaded.fingerprint() == old.fingerprint()

@@ -30,6 +30,7 @@ from absl import logging
 import keras
 
 from tf_preempt.profile import online
+from tf_preempt.profile import plan_cache
 
 
 class ProfileAndReplan(keras.callbacks.Callback):
@@ -98,13 +99,14 @@ class ProfileAndReplan(keras.callbacks.Callback):
     strategy = self.model.distribute_strategy
     ops = strategy.cross_device_ops
     world = int(strategy.num_replicas_in_sync)
-    signature = online.model_signature(self.model)
-    implementation = online.implementation_name(ops)
-    path = online.cache_path(self._cache_dir, signature, world,
+    signature = plan_cache.model_signature(self.model)
+    implementation = plan_cache.implementation_name(ops)
+    path = plan_cache.cache_path(self._cache_dir, signature, world,
                              implementation)
-    cached = online.load_cached_plan(path, signature, world, implementation)
+    cached = plan_cache.load_cached_plan(path, signature, world,
+                                         implementation)
     if cached is not None:
-      online.check_plan_fits(cached, self.model, path)
+      plan_cache.check_plan_fits(cached, self.model, path)
     if online.all_workers_mean(ops, [float(cached is not None)])[0] == 1.0:
       self._replan()
 

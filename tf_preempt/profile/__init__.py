@@ -12,6 +12,6 @@ from tf_preempt.profile.model_dag import gpu_spec
 from tf_preempt.profile.model_dag import load_profile
 from tf_preempt.profile.model_dag import model_to_dag
 from tf_preempt.profile.model_dag import trainable_bytes
-from tf_preempt.profile.online import PlanCacheMismatchError
+from tf_preempt.profile.plan_cache import PlanCacheMismatchError
 from tf_preempt.profile.online import ReplanResult
 from tf_preempt.profile.online import profile_and_replan
