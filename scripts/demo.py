@@ -6,7 +6,7 @@ r"""`make demo`: real 2-worker training, stock TF's all-reduce vs PACE.
 
 Runs `scripts/train.py` as two TensorFlow workers on this machine through
 `tf_preempt.launch` (one CPU core, one intra-op thread each), over an
-emulated 2 Gbit/s link between two network namespaces when the machine
+emulated 200 Mbit/s link between two network namespaces when the machine
 allows it (root and tc tbf; latency emulation needs netem, which this
 kernel lacks), over plain loopback otherwise (the output says which). Both
 main runs train the same model from the same seed on the same synthetic
@@ -24,54 +24,31 @@ With `--attribution` (default) it also runs the two mixed settings (stock
 packing unrolled, PACE not unrolled) so that the speed-up can be split
 between the schedule and the cross-step overlap.
 
-Why vgg_small at global batch 10: the schedule can only help when
-communication and computation per step are of similar size. Measured on
-this machine (2 shared cores, TF 2.21 CPU, each worker pinned to one core
-with one intra-op thread):
+Why vgg_small at global batch 48 over a 200 Mbit/s link: the schedule can
+only help when communication and computation per step are of similar size
+AND the communication mostly waits on the link. Measured on this machine (2
+shared cores, TF 2.21 CPU, each worker pinned to one core with one intra-op
+thread): vgg_small has 0.81 M parameters, 3.26 MB of float32 gradients; a
+ring all-reduce of those between two workers moves 3.26 MB per worker,
+about 130 ms at 200 Mbit/s, while a training step at 24 examples per
+worker computes for about 90 ms.
 
-- compute: one training step of vgg_small (0.81 M parameters, 3.26 MB of
-  float32 gradients) at 5 examples (the per-worker share of 10) takes
-  21.2 ms (4 examples: 18.1 ms; 6: 25.0 ms), so the backward pass, about
-  two thirds of it, takes about 14 ms;
-- communication: an all-reduce of 3.26 MB between the two workers takes
-  14.9 ms over the emulated 2 Gbit/s link (9.8 ms over plain loopback).
+The link rate matters more than anything else here, because the ring
+all-reduce over gRPC is CPU work on the same core that computes (copies,
+serialisation, the sum, TCP through the veth pair):
 
-Backward compute and all-reduce are thus within about 5% of each other.
-Larger registry models (resnet20: 0.27 M parameters but 10x the compute;
-vgg16: 138 M parameters) are far from balance on one core at 2 Gbit/s.
-
-What the demo measured here (2 Dec 2026, other sessions' tests running on
-the same 2 cores, load average 3-5; numbers move by up to 2x from run to
-run, hence the alternating rounds): with each worker pinned to one core,
-PACE + unroll 2 was SLOWER than stock, 0.58x-0.71x (stock 47-125 ms per
-step, PACE 81-136 ms); PACE at unroll 1 was on par with stock (0.87x-1.6x),
-and unroll 2 slowed stock down too (0.69x-0.75x in three of four runs).
-Why, from the Chrome traces (`scripts/train.py --timeline`) and the step
-times of each part:
-
-- the ring all-reduce over gRPC is CPU work (copies, serialisation, the
-  sum, TCP through the veth pair): pinned to the core that computes, the
-  "overlapped" communication only time-slices that core, and every
-  collective that runs beside compute gets slow (an 11 KB collective took
-  7-28 ms beside the next step's forward pass, the 3.26 MB stock pack
-  23-32 ms alone);
-- PACE's default plan (made before any profiling, from gradient sizes and
-  an assumed 10 Gbit/s, 50 us link) issues 6 collectives where stock
-  issues 1; the fixed cost per collective is milliseconds here, not
-  microseconds (the re-planner, `--profile_steps`, measured 10.6 ms and
-  planned 3 collectives).
-
-With the workers not pinned (`--nopin_cpus`: gRPC's threads may use the
-other core) one full demo gave: stock 60.4 ms, PACE + unroll 2 66.8 ms
-(0.90x), stock + unroll 2 45.8 ms (1.32x, the best), PACE unroll 1
-68.7 ms. So the cross-step overlap of `unroll_steps` can pay off once the
-communication does not steal the compute core, while PACE's default
-6-collective plan stays slower than stock's single pack on this machine:
-its cost model assumes a start-up cost per collective that is about 100x
-too small for gRPC on a loaded CPU. Re-planning from measurements
-(`--profile_steps`) is the designed remedy; it was not measured here in
-alternating rounds (one pinned run under load 5: 213 ms per step both
-before and after the re-plan to 3 collectives).
+- at 2 Gbit/s (3.26 MB in 14.9 ms, 9.8 ms over plain loopback) the
+  collectives are CPU-bound; "overlapped" communication only time-slices
+  the one core, every collective beside compute gets slow (an 11 KB one
+  took 7-28 ms next to a forward pass), and the milliseconds of fixed cost
+  per collective make PACE's 6 collectives dearer than stock's one pack:
+  PACE + unroll 2 measured 0.58x-0.95x of stock at 2 Gbit/s and 500 Mbit/s
+  (batch 10 and 16), and 0.71x-0.90x on loopback (scripts/bench_unroll.py);
+- at 200 Mbit/s the link dominates, as it does on a real cluster where the
+  NIC or NCCL moves the bytes without the compute core, and the overlap
+  pays: stock 221.4 ms/step, PACE + unroll 2 183.1 ms/step, 1.21x (runs of
+  each within 2 ms; schedule alone at unroll 1 1.10x, unroll alone 1.02x,
+  schedule at unroll 2 1.18x; 2 Dec 2026, `make demo` defaults).
 
 Stock `tf.distribute.MultiWorkerMirroredStrategy` itself cannot run Keras 3
 `fit` (keras-team/keras#20585, tensorflow/tensorflow#72388), so the
@@ -110,13 +87,13 @@ SIMULATE_BANDWIDTH_GBPS = 10.0
 def define_flags() -> None:
   """Defines the command-line flags (all optional, so tests need none)."""
   flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
-  flags.DEFINE_integer("batch_size", 10, "Global batch size.")
-  flags.DEFINE_integer("steps", 80, "Training steps of each run.")
+  flags.DEFINE_integer("batch_size", 48, "Global batch size.")
+  flags.DEFINE_integer("steps", 60, "Training steps of each run.")
   flags.DEFINE_integer("warmup_steps", 20,
                        "Steps left out of each run's median step time.")
   flags.DEFINE_integer("unroll", 2, "Steps per flat graph of the PACE run.")
   flags.DEFINE_integer("num_workers", 2, "Worker processes.")
-  flags.DEFINE_string("bandwidth", "2gbit",
+  flags.DEFINE_string("bandwidth", "200mbit",
                       "Emulated link rate (tc rate); empty for loopback.")
   flags.DEFINE_boolean("attribution", True,
                        "Also run tf_default unrolled and pace not unrolled.")
@@ -202,9 +179,9 @@ def _row(label: str, r: Dict[str, Any], width: int) -> str:
           f" collective(s)  loss {r['final_loss']:.4f}")
 
 
-def run(model: str = "vgg_small", batch_size: int = 10, steps: int = 80,
+def run(model: str = "vgg_small", batch_size: int = 48, steps: int = 60,
         warmup_steps: int = 20, unroll: int = 2, num_workers: int = 2,
-        bandwidth: Optional[str] = "2gbit", attribution: bool = True,
+        bandwidth: Optional[str] = "200mbit", attribution: bool = True,
         rounds: int = 2, timeout_s: float = 240.0, profile_steps: int = 0,
         pin_cpus: bool = True, out=None) -> Dict[str, Any]:
   """The demo: baseline and PACE runs, printed; returns the numbers.
