@@ -6,8 +6,7 @@ below are loaded on first use (PEP 562), so a binary can validate a model
 name before TensorFlow starts.
 """
 
-import importlib
-
+from tf_preempt import _lazy
 from tf_preempt.models.registry import get
 from tf_preempt.models.registry import names
 
@@ -26,16 +25,5 @@ _LAZY = {
 _SUBMODULES = ("resnet", "transformer", "vgg")
 
 
-def __getattr__(name):
-  if name in _SUBMODULES:
-    return importlib.import_module(f"{__name__}.{name}")
-  module = _LAZY.get(name)
-  if module is None:
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  value = getattr(importlib.import_module(module), name)
-  globals()[name] = value
-  return value
-
-
-def __dir__():
-  return sorted(list(globals()) + list(_LAZY) + list(_SUBMODULES))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, globals(), _LAZY,
+                                          _SUBMODULES)

@@ -5,8 +5,7 @@ TensorFlow-facing API is imported on first use, so `import tf_preempt.plan`
 never loads TensorFlow.
 """
 
-import importlib
-
+from tf_preempt import _lazy
 from tf_preempt.plan import CostModel
 from tf_preempt.plan import Plan
 from tf_preempt.plan import TrainingDAG
@@ -28,14 +27,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-  module = _LAZY.get(name)
-  if module is None:
-    raise AttributeError(f"module 'tf_preempt' has no attribute {name!r}")
-  value = getattr(importlib.import_module(module), name)
-  globals()[name] = value
-  return value
-
-
-def __dir__():
-  return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, globals(), _LAZY)
