@@ -136,8 +136,11 @@ def _link(bandwidth: Optional[str], out):
 def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
                steps: int, warmup_steps: int, num_workers: int, link,
                timeout_s: float, profile_steps: int = 0,
-               pin_cpus: bool = True) -> Dict[str, Any]:
+               pin_cpus: bool = True,
+               extra_args: Sequence[str] = ()) -> Dict[str, Any]:
   """Runs scripts/train.py on `num_workers` workers; returns their stats.
+
+  `extra_args` are more flags of scripts/train.py, e.g. "--scheduler_op=off".
 
   Raises:
     RuntimeError: if a worker fails (with its last log lines).
@@ -150,6 +153,7 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
              f"--unroll={unroll}", f"--warmup_blocks={warmup_blocks}"]
   if profile_steps:
     command.append(f"--profile_steps={profile_steps}")
+  command.extend(extra_args)
   result = launch.launch(command, num_workers, timeout_s=timeout_s,
                          link=link, pin_cpus=pin_cpus, intra_op_threads=1,
                          inter_op_threads=2)
