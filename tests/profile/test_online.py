@@ -152,3 +152,25 @@ def test_set_plan_rebinds_and_checks_its_argument(strategy):
   assert ops.bind(values).plan.fingerprint() == default.fingerprint()
   with pytest.raises(TypeError):
     ops.set_plan(plan.to_json())
+
+
+def test_telemetry_samples_of_real_steps_join_the_cost_fit(strategy):
+  if not strategy.cross_device_ops.uses_scheduler_op:
+    pytest.skip("the scheduler op library is not built")
+  with strategy.scope():
+    model = _model(64)
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+  x = np.random.default_rng(0).standard_normal((64, 8)).astype("float32")
+  model.fit(x, x[:, :1], batch_size=16, epochs=1, verbose=0)
+  ops = strategy.cross_device_ops
+  samples = online.telemetry_collective_seconds(ops)
+  plan = max(ops.bound_plans(), key=lambda p: len(p.tensors))
+  # One sample per planned collective of the gradient plan, with its bytes.
+  assert sorted(samples) == list(range(plan.num_collectives))
+  assert [nbytes for nbytes, _ in samples.values()] == [
+      c.nbytes for c in plan.collectives]
+  assert all(seconds > 0 for _, seconds in samples.values())
+  result = online.profile_and_replan(model, strategy, 16,
+                                     sizes=(4 << 10, 1 << 20), repeats=2,
+                                     install=False)
+  assert sorted(result.telemetry_collective_seconds) == sorted(samples)

@@ -21,11 +21,15 @@ What is measured, and how:
   training math.
 - Network. One all-reduce per size (4 KiB .. 16 MiB by default), issued
   through the strategy's own per-device launchers (the path a plan's
-  collectives take), timed as above; `CostModel.fit` over the medians.
+  collectives take), timed as above; `CostModel.fit` over the medians
+  together with the telemetry samples below.
 - Telemetry. With the scheduler op, the records of the default plan's last
-  iterations give when each gradient became ready; the span from the first
-  to the last is reported next to the measured backward time, a cross-check
-  of the compute measurement in the conditions of real steps.
+  iterations give, per planned collective, its bytes and its released-to-
+  done time in real steps (beside compute and the other collectives): these
+  samples join the timed ones in the cost-model fit. They also give when
+  each gradient became ready; the span from the first to the last is
+  reported next to the measured backward time, a cross-check of the compute
+  measurement in the conditions of real steps.
 
 Agreement. Measurements differ a little between workers, and so would plans
 made from them. Every worker therefore all-gathers every worker's
@@ -51,7 +55,7 @@ import statistics
 import time
 import warnings
 import weakref
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import keras
@@ -236,6 +240,51 @@ def telemetry_ready_span(cross_device_ops) -> Optional[float]:
   return statistics.median(spans) if spans else None
 
 
+def telemetry_collective_seconds(cross_device_ops
+                                 ) -> Dict[int, Tuple[int, float]]:
+  """The gradient plan's collectives as the scheduler op saw them in steps.
+
+  Released-to-done time of each planned collective during real training
+  steps, so with the compute and the other collectives they compete with:
+  on a CPU cluster, where gRPC's all-reduce shares the cores with compute,
+  that is what a collective costs, more than an isolated timed one.
+
+  Args:
+    cross_device_ops: the strategy's `PreemptiveAllReduce`.
+
+  Returns:
+    {collective id: (bytes, median seconds over iterations and devices)};
+    {} without the scheduler op or before the first step.
+  """
+  samples: Dict[int, Tuple[int, List[float]]] = {}
+  for device_records in cross_device_ops.telemetry().values():
+    for r in device_records:
+      if r.done_ns is not None and r.done_ns >= r.released_ns >= 0:
+        samples.setdefault(r.collective_id, (int(r.nbytes), []))[1].append(
+            (r.done_ns - r.released_ns) * 1e-9)
+  return {cid: (nbytes, statistics.median(seconds))
+          for cid, (nbytes, seconds) in sorted(samples.items())}
+
+
+def _agreed_telemetry_seconds(cross_device_ops
+                              ) -> Dict[int, Tuple[int, float]]:
+  """`telemetry_collective_seconds`, averaged over workers, or {}.
+
+  Used only if every worker has records of the same collectives: the mean
+  and the mean square of the count agree only if all counts are equal (the
+  plan agreement already makes the collectives the same).
+  """
+  local = telemetry_collective_seconds(cross_device_ops)
+  count = float(len(local))
+  mean_count, mean_square = all_workers_mean(cross_device_ops,
+                                             [count, count * count])
+  if count < 1 or mean_count != count or mean_square != count * count:
+    return {}
+  ids = sorted(local)
+  seconds = all_workers_mean(cross_device_ops, [local[c][1] for c in ids])
+  return {c: (local[c][0], float(t)) for c, t in zip(ids, seconds)}
+
+
 # --- the DAG and the plan ----------------------------------------------------
 
 
@@ -286,6 +335,9 @@ class ReplanResult:
     cost: the fitted cost model.
     telemetry_ready_span_s: first-to-last gradient ready time in the
       warm-up steps, from the scheduler op, if available.
+    telemetry_collective_seconds: {collective id: seconds} of the warm-up
+      steps' planned collectives (scheduler op, released to done), which the
+      cost model was fitted from together with `collective_seconds`.
   """
   plan: Plan
   from_cache: bool
@@ -296,6 +348,7 @@ class ReplanResult:
   collective_seconds: Optional[Dict[int, float]] = None
   cost: Optional[CostModel] = None
   telemetry_ready_span_s: Optional[float] = None
+  telemetry_collective_seconds: Optional[Dict[int, float]] = None
 
   def summary_line(self, measured_step_s: Optional[float] = None) -> str:
     plan = self.plan
@@ -404,7 +457,12 @@ def profile_and_replan(model: keras.Model,
       ops, [forward_s, backward_s] + [local_coll[s] for s in sizes])
   forward_s, backward_s = float(agreed[0]), float(agreed[1])
   coll = {s: float(t) for s, t in zip(sizes, agreed[2:])}
-  cost = CostModel.fit(list(coll), list(coll.values()))
+  # The warm-up steps' own collectives, as timed by the scheduler op, join
+  # the isolated ones: they cost what a collective costs beside compute.
+  in_steps = _agreed_telemetry_seconds(ops)
+  cost = CostModel.fit(
+      list(coll) + [nbytes for nbytes, _ in in_steps.values()],
+      list(coll.values()) + [t for _, t in in_steps.values()])
   if cost.beta == 0:
     # Noise on a fast in-process link can flatten the fit; a plan needs a
     # positive per-byte cost to trade fusion against preemption.
@@ -417,7 +475,8 @@ def profile_and_replan(model: keras.Model,
       plan=plan, from_cache=False, cache_file=path,
       profile_seconds=time.perf_counter() - start, forward_s=forward_s,
       backward_s=backward_s, collective_seconds=coll, cost=cost,
-      telemetry_ready_span_s=span)
+      telemetry_ready_span_s=span,
+      telemetry_collective_seconds={c: t for c, (_, t) in in_steps.items()})
   if path is not None:
     plan_cache.save_cached_plan(path, plan, signature, world, implementation, {
         "forward_s": forward_s, "backward_s": backward_s,
