@@ -14,6 +14,7 @@ from tf_preempt.plan.plan import PlanTensor
 from tf_preempt.plan.plan import plan_from_groups
 from tf_preempt.plan.plan import split_evenly
 from tf_preempt.plan.registry import SCHEDULERS
+from tf_preempt.plan.registry import SPLIT_SCHEDULERS
 from tf_preempt.plan.registry import make_plan
 from tf_preempt.plan.registry import options_of
 from tf_preempt.plan.simulator import Timeline

@@ -37,6 +37,17 @@ class CostModel:
     """Duration of a collective of `nbytes` bytes (scalar or array)."""
     return self.alpha + self.beta * nbytes
 
+  def phase(self) -> "CostModel":
+    """One phase of a split all-reduce: a reduce-scatter or an all-gather.
+
+    A ring all-reduce is a reduce-scatter then an all-gather, each of n-1
+    steps moving (n-1)/n of the bytes over every link, so each phase costs
+    half of both terms. For a fitted model this is an assumption: an
+    implementation with a fixed per-launch overhead pays it in both phases,
+    which this halving does not charge (see benchmarks/simulation/README.md).
+    """
+    return CostModel(alpha=self.alpha / 2, beta=self.beta / 2)
+
   @classmethod
   def ring(cls, num_workers: int, bandwidth_bytes_per_s: float,
            latency_s: float) -> "CostModel":

@@ -6,6 +6,17 @@ collectives in the order they must be issued; each collective is a list of
 pieces, byte ranges of tensors, that are fused into one all-reduce. Every byte
 of every tensor is in exactly one piece (`Plan.validate` checks it).
 
+Split plans (simulation only, DeAR-style, see `rsag.py`) replace some
+all-reduces by a reduce-scatter and a later all-gather of the SAME pieces:
+a ring reduce-scatter leaves each worker one shard of the concatenated
+buffer, so only an all-gather over that very buffer can rebuild it. There
+every byte is in exactly one all-reduce or reduce-scatter, and each
+reduce-scatter is matched by one later all-gather with identical pieces.
+The kinds are an optional JSON field ("kinds"), written only when a plan
+has a collective that is not an all-reduce, so all-reduce plans keep their
+JSON and their fingerprint. A reader without split support rejects a split
+plan (its all-gathers cover bytes a second time) instead of misreading it.
+
 The fingerprint is a SHA-256 of a canonical JSON form, so it is the same in
 every process, on every machine and under any PYTHONHASHSEED.
 """
@@ -17,6 +28,11 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 FORMAT_VERSION = 1
+
+ALL_REDUCE = "all_reduce"
+REDUCE_SCATTER = "reduce_scatter"
+ALL_GATHER = "all_gather"
+KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +51,14 @@ class Piece:
 
 @dataclasses.dataclass(frozen=True)
 class Collective:
-  """One all-reduce: the pieces it fuses, in the order they are concatenated."""
+  """One collective: the pieces it fuses, in the order they are concatenated.
+
+  Attributes:
+    pieces: the byte ranges, in buffer order.
+    kind: one of KINDS; all-reduce unless the plan splits it.
+  """
   pieces: Tuple[Piece, ...]
+  kind: str = ALL_REDUCE
 
   @property
   def nbytes(self) -> int:
@@ -91,7 +113,11 @@ class Plan:
     self.validate()
 
   def validate(self) -> None:
-    """Checks that the plan covers every byte exactly once.
+    """Checks that the plan reduces every byte exactly once.
+
+    Every byte is in exactly one all-reduce or reduce-scatter, and every
+    reduce-scatter is followed by exactly one all-gather of the same pieces
+    (and every all-gather follows one).
 
     Raises:
       ValueError: naming the tensor or collective at fault.
@@ -104,9 +130,24 @@ class Plan:
             f"Plan tensor {t.name!r}: nbytes={t.nbytes} must be a positive "
             f"multiple of itemsize={t.itemsize}.")
     covered: List[List[Tuple[int, int]]] = [[] for _ in self.tensors]
+    scattered: Dict[Tuple[Piece, ...], List[int]] = {}
     for i, coll in enumerate(self.collectives):
       if not coll.pieces:
         raise ValueError(f"Plan collective {i} has no pieces.")
+      if coll.kind not in KINDS:
+        raise ValueError(f"Plan collective {i}: kind {coll.kind!r} is not "
+                         f"one of {KINDS}.")
+      if coll.kind == ALL_GATHER:
+        # Its bytes were counted at the reduce-scatter it completes.
+        waiting = scattered.get(coll.pieces)
+        if not waiting:
+          raise ValueError(f"Plan collective {i} all-gathers pieces that no "
+                           "earlier reduce-scatter with the same pieces "
+                           "left open.")
+        waiting.pop()
+        continue
+      if coll.kind == REDUCE_SCATTER:
+        scattered.setdefault(coll.pieces, []).append(i)
       for p in coll.pieces:
         if not 0 <= p.tensor < len(self.tensors):
           raise ValueError(f"Plan collective {i} names tensor {p.tensor}, "
@@ -131,6 +172,10 @@ class Plan:
       if end != t.nbytes:
         raise ValueError(f"Plan tensor {t.name!r}: bytes {end}..{t.nbytes} "
                          "are not in any collective.")
+    open_rs = sorted(i for left in scattered.values() for i in left)
+    if open_rs:
+      raise ValueError(f"Plan reduce-scatter collective(s) {open_rs} have no "
+                       "later all-gather of the same pieces.")
 
   # --- queries -------------------------------------------------------------
 
@@ -138,9 +183,19 @@ class Plan:
   def num_collectives(self) -> int:
     return len(self.collectives)
 
+  @property
+  def is_all_reduce(self) -> bool:
+    """True when every collective is an all-reduce (what the runtime runs)."""
+    return all(c.kind == ALL_REDUCE for c in self.collectives)
+
   def pieces_of(self, tensor: int) -> List[Tuple[int, Piece]]:
-    """Returns [(collective index, piece)] of one tensor, by offset."""
+    """Returns [(collective index, piece)] of one tensor, by offset.
+
+    The collectives that reduce it: all-reduces and reduce-scatters (an
+    all-gather repeats its reduce-scatter's pieces).
+    """
     found = [(i, p) for i, c in enumerate(self.collectives)
+             if c.kind != ALL_GATHER
              for p in c.pieces if p.tensor == tensor]
     return sorted(found, key=lambda ip: ip[1].offset)
 
@@ -162,8 +217,12 @@ class Plan:
 
   # --- serialisation -------------------------------------------------------
 
+  def _kinds(self) -> Optional[List[str]]:
+    """The per-collective kinds, or None for an all-reduce plan."""
+    return None if self.is_all_reduce else [c.kind for c in self.collectives]
+
   def to_dict(self) -> Dict[str, Any]:
-    return {
+    data = {
         "format": FORMAT_VERSION,
         "scheduler": self.scheduler,
         "options": self.options,
@@ -178,6 +237,10 @@ class Plan:
         "collectives": [[[p.tensor, p.offset, p.length] for p in c.pieces]
                         for c in self.collectives],
     }
+    kinds = self._kinds()
+    if kinds is not None:
+      data["kinds"] = kinds
+    return data
 
   def to_json(self, indent: Optional[int] = None) -> str:
     return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
@@ -199,9 +262,16 @@ class Plan:
                      shape=None if t.get("shape") is None else tuple(
                          int(d) for d in t["shape"]))
           for t in data["tensors"])
+      kinds = data.get("kinds")
+      if kinds is None:
+        kinds = [ALL_REDUCE] * len(data["collectives"])
+      elif len(kinds) != len(data["collectives"]):
+        raise ValueError(f"{len(kinds)} kinds for "
+                         f"{len(data['collectives'])} collectives")
       collectives = tuple(
-          Collective(tuple(Piece(int(a), int(b), int(c)) for a, b, c in coll))
-          for coll in data["collectives"])
+          Collective(tuple(Piece(int(a), int(b), int(c)) for a, b, c in coll),
+                     kind=str(kind))
+          for coll, kind in zip(data["collectives"], kinds))
       predicted = data.get("predicted_iteration_s")
       return cls(tensors=tensors, collectives=collectives,
                  scheduler=str(data.get("scheduler", "manual")),
@@ -232,12 +302,18 @@ class Plan:
     It covers the tensors and the collectives, not the predicted time or the
     options (two workers may predict differently and still agree).
     """
-    canonical = json.dumps({
+    fields = {
         "tensors": [[t.nbytes, t.itemsize, t.dtype,
                      None if t.shape is None else list(t.shape)]
                     for t in self.tensors],
         "collectives": self.to_dict()["collectives"],
-    }, sort_keys=True, separators=(",", ":"))
+    }
+    kinds = self._kinds()
+    if kinds is not None:
+      # Only split plans hash the kinds: all-reduce plans keep the
+      # fingerprint they had before kinds existed.
+      fields["kinds"] = kinds
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -274,10 +350,19 @@ def plan_from_groups(tensors: Sequence[PlanTensor],
                      groups: Sequence[Sequence[Tuple[int, int, int]]],
                      scheduler: str = "manual",
                      options: Optional[Dict[str, Any]] = None,
-                     predicted_iteration_s: Optional[float] = None) -> Plan:
-  """Builds a plan from collectives given as [(tensor, offset, length)]."""
+                     predicted_iteration_s: Optional[float] = None,
+                     kinds: Optional[Sequence[str]] = None) -> Plan:
+  """Builds a plan from collectives given as [(tensor, offset, length)].
+
+  `kinds`, one per group, defaults to all-reduce everywhere.
+  """
+  kinds = [ALL_REDUCE] * len(groups) if kinds is None else list(kinds)
+  if len(kinds) != len(groups):
+    raise ValueError(f"plan_from_groups: {len(kinds)} kinds for "
+                     f"{len(groups)} groups.")
   return Plan(tensors=tuple(tensors),
               collectives=tuple(
-                  Collective(tuple(Piece(*p) for p in g)) for g in groups),
+                  Collective(tuple(Piece(*p) for p in g), kind=k)
+                  for g, k in zip(groups, kinds)),
               scheduler=scheduler, options=dict(options or {}),
               predicted_iteration_s=predicted_iteration_s)

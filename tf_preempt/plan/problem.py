@@ -16,12 +16,13 @@ optimal when preemption is free; chunk boundaries cost at most one chunk.
 """
 
 import dataclasses
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from tf_preempt.plan import cost as cost_lib
 from tf_preempt.plan import dag as dag_lib
+from tf_preempt.plan import plan as plan_lib
 
 # A collective as the schedulers build it: [(tensor, offset, length)].
 Group = List[Tuple[int, int, int]]
@@ -96,11 +97,16 @@ class Problem:
     idx = np.arange(self.num_tensors)
     return np.lexsort((idx, self.ready, -self.tail))
 
-  def evaluate(self, groups: Sequence[Group]) -> float:
+  def evaluate(self, groups: Sequence[Group],
+               kinds: Optional[Sequence[str]] = None) -> float:
     """The iteration time of collectives issued in this order.
 
     Args:
       groups: collectives, each a list of (tensor, offset, length).
+      kinds: per collective, one of `plan.KINDS`; None: all all-reduces.
+        A reduce-scatter or an all-gather costs half of alpha and of beta;
+        only all-reduces and all-gathers gate the forward pass (see the
+        simulator).
 
     Returns:
       The simulator's iteration time (without building a Timeline).
@@ -108,11 +114,17 @@ class Problem:
     n = len(groups)
     ready = np.empty(n)
     size = np.empty(n)
+    scale = np.ones(n)
     last = np.full(self.num_tensors, -1)
     for k, g in enumerate(groups):
       ready[k] = max(self.ready[t] for t, _, _ in g)
       size[k] = sum(length for _, _, length in g)
+      kind = plan_lib.ALL_REDUCE if kinds is None else kinds[k]
+      if kind != plan_lib.ALL_REDUCE:
+        scale[k] = 0.5
+      if kind == plan_lib.REDUCE_SCATTER:
+        continue
       for t, _, _ in g:
         last[t] = k
-    ends = channel_ends(ready, self.alpha + self.beta * size)
+    ends = channel_ends(ready, scale * (self.alpha + self.beta * size))
     return float(max(self.floor, np.max(ends[last] + self.tail), ends[-1]))

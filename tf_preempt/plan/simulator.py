@@ -14,6 +14,13 @@ Model (the same one every scheduler optimises, see `problem.py`):
   collective holding any byte of each tensor it reads.
 - iteration_time = max(end of the last forward op, end of the last
   collective).
+
+Split plans (DeAR): a reduce-scatter or an all-gather costs
+`cost.phase()` (half of alpha and of beta, ring). Reduce-scatters start when
+their tensors are ready, like all-reduces; an all-gather comes after its
+reduce-scatter in the one channel order, so it cannot start earlier. A
+tensor counts as reduced at the end of the last all-reduce or all-gather
+holding its bytes: that, not the reduce-scatter, gates its forward readers.
 """
 
 import dataclasses
@@ -39,7 +46,7 @@ class Timeline:
     collective_start: start of each collective, in plan order.
     collective_end: end of each collective, in plan order.
     tensor_ready: tensor name -> time its gradient is ready.
-    tensor_reduced: tensor name -> end of its last collective.
+    tensor_reduced: tensor name -> end of its last all-reduce or all-gather.
     backward_end: end of the backward pass.
   """
   iteration_time: float
@@ -84,12 +91,16 @@ def simulate(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
   n_coll = plan.num_collectives
   coll_ready = np.array([max(ready[t] for t in c.tensors)
                          for c in plan.collectives])
-  durations = np.array([cost.seconds(c.nbytes) for c in plan.collectives],
-                       dtype=float)
+  phase = cost.phase()
+  durations = np.array(
+      [(cost if c.kind == plan_lib.ALL_REDUCE else phase).seconds(c.nbytes)
+       for c in plan.collectives], dtype=float)
   coll_end = problem_lib.channel_ends(coll_ready, durations)
   coll_start = coll_end - durations
   reduced = np.zeros(len(dag.tensors))
   for k, c in enumerate(plan.collectives):
+    if c.kind == plan_lib.REDUCE_SCATTER:
+      continue
     for t in c.tensors:
       reduced[t] = max(reduced[t], coll_end[k])
 
