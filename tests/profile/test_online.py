@@ -11,6 +11,8 @@ import pytest
 from tf_preempt import PreemptiveMirroredStrategy
 from tf_preempt.plan import make_plan
 from tf_preempt.plan import CostModel
+from tf_preempt.plan import TrainingDAG
+from tf_preempt.plan.dag import Op
 from tf_preempt.profile import model_dag
 from tf_preempt.profile import online
 from tf_preempt.profile import plan_cache
@@ -174,3 +176,25 @@ def test_telemetry_samples_of_real_steps_join_the_cost_fit(strategy):
                                      sizes=(4 << 10, 1 << 20), repeats=2,
                                      install=False)
   assert sorted(result.telemetry_collective_seconds) == sorted(samples)
+  assert sorted(result.telemetry_ready_offsets) == sorted(samples)
+  assert min(result.telemetry_ready_offsets.values()) == 0.0
+
+
+def test_calibration_moves_ready_times_to_the_observed_ones():
+  # Four layers, estimated 1 s of backward each: gradients ready at 1, 2, 3
+  # and 4 s (last layer first). Observed: the first three much sooner.
+  dag = TrainingDAG.chain([0.1] * 4, [1.0] * 4, [400] * 4)
+  ready = dag.ready_times()  # tensor i is produced by b_i
+  assert list(ready) == [4.0, 3.0, 2.0, 1.0]
+  # One collective per tensor, in ready order: t3, t2, t1, t0.
+  collectives = [[3], [2], [1], [0]]
+  observed = {0: 0.0, 1: 0.5, 2: 1.0, 3: 3.0}
+  durations = online.calibrate_ready_times(dag, observed, collectives)
+  calibrated = TrainingDAG(
+      [Op(o.name, o.phase, durations.get(o.name, o.duration))
+       for o in dag.ops], dag.edges, dag.tensors)
+  np.testing.assert_allclose(calibrated.ready_times(), [4.0, 2.0, 1.5, 1.0],
+                             atol=1e-12)
+  # The backward pass keeps its length; no duration is negative.
+  assert calibrated.backward_end() == pytest.approx(dag.backward_end())
+  assert min(durations.values()) >= 0

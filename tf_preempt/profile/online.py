@@ -27,9 +27,10 @@ What is measured, and how:
   iterations give, per planned collective, its bytes and its released-to-
   done time in real steps (beside compute and the other collectives): these
   samples join the timed ones in the cost-model fit. They also give when
-  each gradient became ready; the span from the first to the last is
-  reported next to the measured backward time, a cross-check of the compute
-  measurement in the conditions of real steps.
+  each collective's gradients became ready: the backward ops of the DAG are
+  re-timed so that the gradients become ready as observed, within the
+  measured backward total (`calibrate_ready_times`); the span from the
+  first to the last is reported next to the measured backward time.
 
 Agreement. Measurements differ a little between workers, and so would plans
 made from them. Every worker therefore all-gathers every worker's
@@ -240,6 +241,24 @@ def telemetry_ready_span(cross_device_ops) -> Optional[float]:
   return statistics.median(spans) if spans else None
 
 
+def _records_by_collective(cross_device_ops):
+  """{collective id: (bytes, [seconds released to done], [seconds ready
+  after the iteration's first ready collective])} of the gradient plan."""
+  out: Dict[int, Tuple[int, List[float], List[float]]] = {}
+  for device_records in cross_device_ops.telemetry().values():
+    first_ready: Dict[int, int] = {}
+    for r in device_records:
+      first_ready[r.iteration] = min(first_ready.get(r.iteration, r.ready_ns),
+                                     r.ready_ns)
+    for r in device_records:
+      if r.done_ns is None or not r.done_ns >= r.released_ns >= 0:
+        continue
+      entry = out.setdefault(r.collective_id, (int(r.nbytes), [], []))
+      entry[1].append((r.done_ns - r.released_ns) * 1e-9)
+      entry[2].append((r.ready_ns - first_ready[r.iteration]) * 1e-9)
+  return dict(sorted(out.items()))
+
+
 def telemetry_collective_seconds(cross_device_ops
                                  ) -> Dict[int, Tuple[int, float]]:
   """The gradient plan's collectives as the scheduler op saw them in steps.
@@ -256,41 +275,116 @@ def telemetry_collective_seconds(cross_device_ops
     {collective id: (bytes, median seconds over iterations and devices)};
     {} without the scheduler op or before the first step.
   """
-  samples: Dict[int, Tuple[int, List[float]]] = {}
-  for device_records in cross_device_ops.telemetry().values():
-    for r in device_records:
-      if r.done_ns is not None and r.done_ns >= r.released_ns >= 0:
-        samples.setdefault(r.collective_id, (int(r.nbytes), []))[1].append(
-            (r.done_ns - r.released_ns) * 1e-9)
   return {cid: (nbytes, statistics.median(seconds))
-          for cid, (nbytes, seconds) in sorted(samples.items())}
+          for cid, (nbytes, seconds, _) in
+          _records_by_collective(cross_device_ops).items()}
 
 
-def _agreed_telemetry_seconds(cross_device_ops
-                              ) -> Dict[int, Tuple[int, float]]:
-  """`telemetry_collective_seconds`, averaged over workers, or {}.
+def telemetry_ready_offsets(cross_device_ops) -> Dict[int, float]:
+  """When each planned collective's input became ready, in real steps.
+
+  Args:
+    cross_device_ops: the strategy's `PreemptiveAllReduce`.
+
+  Returns:
+    {collective id: median seconds after the first collective of the same
+    iteration became ready}; {} without the scheduler op or before the first
+    step.
+  """
+  return {cid: statistics.median(ready)
+          for cid, (_, _, ready) in
+          _records_by_collective(cross_device_ops).items()}
+
+
+def _agreed_telemetry(cross_device_ops):
+  """Telemetry averaged over workers: (`telemetry_collective_seconds`,
+  `telemetry_ready_offsets`), or ({}, {}).
 
   Used only if every worker has records of the same collectives: the mean
   and the mean square of the count agree only if all counts are equal (the
   plan agreement already makes the collectives the same).
   """
-  local = telemetry_collective_seconds(cross_device_ops)
+  local = _records_by_collective(cross_device_ops)
   count = float(len(local))
   mean_count, mean_square = all_workers_mean(cross_device_ops,
                                              [count, count * count])
   if count < 1 or mean_count != count or mean_square != count * count:
-    return {}
+    return {}, {}
   ids = sorted(local)
-  seconds = all_workers_mean(cross_device_ops, [local[c][1] for c in ids])
-  return {c: (local[c][0], float(t)) for c, t in zip(ids, seconds)}
+  agreed = all_workers_mean(
+      cross_device_ops,
+      [statistics.median(local[c][1]) for c in ids] +
+      [statistics.median(local[c][2]) for c in ids])
+  seconds = {c: (local[c][0], float(t)) for c, t in zip(ids, agreed)}
+  ready = {c: float(t) for c, t in zip(ids, agreed[len(ids):])}
+  return seconds, ready
 
 
 # --- the DAG and the plan ----------------------------------------------------
 
 
+def calibrate_ready_times(dag: TrainingDAG,
+                          ready_offsets: Dict[int, float],
+                          collectives: Sequence[Sequence[int]]
+                          ) -> Dict[str, float]:
+  """Backward op durations re-timed to the gradient ready times seen.
+
+  The scheduler op saw when each planned collective's input became ready,
+  relative to the first one of the step. A monotone piecewise-linear map
+  from the DAG's estimated clock to the observed one (through those points,
+  the start of the backward pass and its end, which stays where it is) turns
+  every backward op's [start, end) into a new duration, so the gradients
+  become ready as observed and the backward pass keeps its measured length.
+
+  Args:
+    dag: the DAG with estimated backward durations.
+    ready_offsets: {collective id: seconds after the first ready one}.
+    collectives: per collective id, the positions of its tensors in
+      `dag.tensors`.
+
+  Returns:
+    {backward op name: duration}.
+  """
+  start, end = dag.backward_times()
+  ready = dag.ready_times()
+  backward_end = dag.backward_end()
+  ids = sorted(ready_offsets)
+  estimated = np.array([max(ready[t] for t in collectives[c]) for c in ids])
+  observed = np.array([ready_offsets[c] for c in ids])
+  # The collective seen first anchors the observed clock on the estimate.
+  observed = observed + estimated[int(np.argmin(observed))]
+  points = {0.0: 0.0, backward_end: backward_end}
+  for x, y in zip(estimated, np.clip(observed, 0.0, backward_end)):
+    points[float(x)] = max(points.get(float(x), 0.0), float(y))
+  xs = np.array(sorted(points))
+  ys = np.maximum.accumulate(np.array([points[x] for x in xs]))
+  ys[-1] = backward_end
+  ys = np.minimum(ys, backward_end)
+  mapped_start = np.interp(start, xs, ys)
+  mapped_end = np.interp(end, xs, ys)
+  return {op.name: float(mapped_end[i] - mapped_start[i])
+          for i, op in enumerate(dag.ops) if op.phase == model_dag.BACKWARD}
+
+
 def measured_dag(model: keras.Model, per_replica_batch: int,
-                 forward_s: float, backward_s: float) -> TrainingDAG:
-  """`model_to_dag` with its per-op times scaled to measured phase totals."""
+                 forward_s: float, backward_s: float,
+                 ready_offsets: Optional[Dict[int, float]] = None,
+                 plan: Optional[Plan] = None) -> TrainingDAG:
+  """`model_to_dag` with its per-op times scaled to measured phase totals.
+
+  Args:
+    model: the Keras model.
+    per_replica_batch: examples per replica and step.
+    forward_s: measured forward time.
+    backward_s: measured backward time.
+    ready_offsets: optional `telemetry_ready_offsets` recorded under `plan`;
+      with them the backward ops are re-timed (`calibrate_ready_times`).
+    plan: the plan the offsets were recorded under (its tensors must be the
+      model's trainable variables).
+
+  Returns:
+    The measured `TrainingDAG`.
+  """
   estimate = model_dag.model_to_dag(model, batch_size=per_replica_batch)
   totals = {model_dag.FORWARD: forward_s, model_dag.BACKWARD: backward_s}
   estimated = {phase: sum(op.duration for op in estimate.ops
@@ -300,6 +394,14 @@ def measured_dag(model: keras.Model, per_replica_batch: int,
     share = (op.duration / estimated[op.phase] if estimated[op.phase] > 0
              else 1.0 / sum(1 for o in estimate.ops if o.phase == op.phase))
     profile[op.name] = share * totals[op.phase]
+  scaled = model_dag.model_to_dag(model, batch_size=per_replica_batch,
+                                  profile=profile)
+  if (not ready_offsets or plan is None or
+      len(plan.tensors) != len(scaled.tensors) or
+      not set(ready_offsets) <= set(range(plan.num_collectives))):
+    return scaled
+  profile.update(calibrate_ready_times(
+      scaled, ready_offsets, [c.tensors for c in plan.collectives]))
   return model_dag.model_to_dag(model, batch_size=per_replica_batch,
                                 profile=profile)
 
@@ -338,6 +440,8 @@ class ReplanResult:
     telemetry_collective_seconds: {collective id: seconds} of the warm-up
       steps' planned collectives (scheduler op, released to done), which the
       cost model was fitted from together with `collective_seconds`.
+    telemetry_ready_offsets: {collective id: seconds after the first ready
+      one} in the warm-up steps, which re-timed the DAG's backward ops.
   """
   plan: Plan
   from_cache: bool
@@ -349,6 +453,7 @@ class ReplanResult:
   cost: Optional[CostModel] = None
   telemetry_ready_span_s: Optional[float] = None
   telemetry_collective_seconds: Optional[Dict[int, float]] = None
+  telemetry_ready_offsets: Optional[Dict[int, float]] = None
 
   def summary_line(self, measured_step_s: Optional[float] = None) -> str:
     plan = self.plan
@@ -459,7 +564,9 @@ def profile_and_replan(model: keras.Model,
   coll = {s: float(t) for s, t in zip(sizes, agreed[2:])}
   # The warm-up steps' own collectives, as timed by the scheduler op, join
   # the isolated ones: they cost what a collective costs beside compute.
-  in_steps = _agreed_telemetry_seconds(ops)
+  in_steps, ready_offsets = _agreed_telemetry(ops)
+  recorded_under = max(ops.bound_plans(), key=lambda p: len(p.tensors),
+                       default=None)
   cost = CostModel.fit(
       list(coll) + [nbytes for nbytes, _ in in_steps.values()],
       list(coll.values()) + [t for _, t in in_steps.values()])
@@ -469,14 +576,16 @@ def profile_and_replan(model: keras.Model,
     largest = max(coll)
     cost = CostModel(cost.alpha, max(coll[largest] - cost.alpha, 1e-12) /
                      largest)
-  dag = measured_dag(model, per_replica, forward_s, backward_s)
+  dag = measured_dag(model, per_replica, forward_s, backward_s,
+                     ready_offsets, recorded_under)
   plan = _with_variable_specs(make_plan(dag, cost, scheduler), model)
   result = ReplanResult(
       plan=plan, from_cache=False, cache_file=path,
       profile_seconds=time.perf_counter() - start, forward_s=forward_s,
       backward_s=backward_s, collective_seconds=coll, cost=cost,
       telemetry_ready_span_s=span,
-      telemetry_collective_seconds={c: t for c, (_, t) in in_steps.items()})
+      telemetry_collective_seconds={c: t for c, (_, t) in in_steps.items()},
+      telemetry_ready_offsets=ready_offsets)
   if path is not None:
     plan_cache.save_cached_plan(path, plan, signature, world, implementation, {
         "forward_s": forward_s, "backward_s": backward_s,
