@@ -1,0 +1,93 @@
+r"""Benchmarks the schedulers side by side on N local workers.
+
+  .venv/bin/python scripts/bench.py --model vgg_small --workers 2 \
+      --bandwidth 200mbit --batch_size 48 --steps 24 --repeats 2 --unroll 2 \
+      --schedulers tf_default,tf_packed,horovod,ddp,bytescheduler,priority,pace \
+      --out benchmarks/results/DATE-vgg_small-200mbit
+
+Runs `scripts/train.py` through `scripts/demo.py`'s `train_once` for every
+baseline at K=1 and at --unroll, and pace at --unroll (rows `NAME@K`),
+interleaved (A B C ... then reversed); tf_packed at the best pack size and
+bytescheduler at the best credit of a short pre-pass; plus compute alone and
+communication alone in the same rotation. Writes DIR/results.json,
+DIR/results.md, DIR/details.json (every run, the load before it),
+DIR/timeline.png and DIR/traces/ (Chrome traces, one per row and worker).
+The work is in `tf_preempt.bench`; see benchmarks/README.md.
+"""
+
+import os
+import shlex
+import sys
+from typing import Sequence
+
+from absl import app
+from absl import flags
+
+import demo  # scripts/demo.py: one N-worker training run (train_once).
+
+from tf_preempt.bench import runner
+
+_SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def define_flags() -> None:
+  flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
+  flags.DEFINE_integer("workers", 2, "Worker processes.")
+  flags.DEFINE_string("bandwidth", "200mbit",
+                      "Emulated link rate (tc tbf); empty for loopback.")
+  flags.DEFINE_string("latency", None, "Not supported here (no netem).")
+  flags.DEFINE_integer("steps", 24, "Training steps per run.")
+  flags.DEFINE_integer("warmup_steps", 8, "Steps per run not timed.")
+  flags.DEFINE_list("schedulers", list(runner.SCHEDULERS),
+                    "Schedulers to compare (must include tf_default).")
+  flags.DEFINE_integer("repeats", 2, "Runs of every row.")
+  flags.DEFINE_string("out", None, "Output directory.")
+  flags.DEFINE_integer("unroll", 2, "K of pace (and of the baselines' "
+                       "second row).")
+  flags.DEFINE_integer("batch_size", 48, "Global batch size.")
+  flags.DEFINE_float("timeout_s", 300.0, "Time limit of each run.")
+
+
+def _check(f) -> None:
+  if f.latency:
+    raise app.UsageError(
+        "--latency cannot be emulated on this machine: its kernel has no "
+        "netem (tc qdisc netem), only tbf bandwidth shaping; use "
+        "--bandwidth only")
+  if not f.out:
+    raise app.UsageError("--out is required")
+  bad = sorted(set(f.schedulers) - set(runner.SCHEDULERS))
+  if bad or "tf_default" not in f.schedulers:
+    raise app.UsageError(f"--schedulers must include tf_default and name "
+                         f"only {', '.join(runner.SCHEDULERS)}; got {bad}")
+  if f.unroll < 1 or f.steps % f.unroll or f.warmup_steps >= f.steps:
+    raise app.UsageError("--unroll must divide --steps, and --warmup_steps "
+                         "be fewer than --steps")
+  if f.workers < 1 or f.batch_size % f.workers or f.repeats < 1:
+    raise app.UsageError("--batch_size must be a multiple of --workers; "
+                         "--repeats positive")
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  _check(f)
+  command = " ".join(shlex.quote(a) for a in ["scripts/bench.py"] + sys.argv[1:])
+  try:
+    runner.run(demo.train_once, model=f.model, num_workers=f.workers,
+               bandwidth=f.bandwidth or None, steps=f.steps,
+               warmup_steps=f.warmup_steps, schedulers=f.schedulers,
+               repeats=f.repeats, out_dir=f.out, unroll=f.unroll,
+               batch_size=f.batch_size, command=command,
+               train_script=os.path.join(_SCRIPTS, "train.py"),
+               timeout_s=f.timeout_s,
+               log=lambda m: print(m, flush=True))
+  except RuntimeError as e:
+    print(f"bench: {e}", file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,7 @@
+"""Side-by-side benchmark of the schedulers (`scripts/bench.py`).
+
+`results` aggregates step times into the results.json schema (pure Python),
+`timeline` draws the Gantt chart from the Chrome traces (matplotlib),
+`runner` runs the interleaved benchmark, and `comm_worker` is the worker
+that times the all-reduce alone.
+"""

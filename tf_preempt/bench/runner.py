@@ -1,0 +1,291 @@
+"""Runs the side-by-side benchmark: every scheduler, interleaved, on N workers.
+
+The training runs go through `scripts/demo.py`'s `train_once` (passed in as
+`train_once`, so this package does not import scripts); the two reference
+measurements launch their own small commands through `tf_preempt.launch`:
+
+- compute alone: `scripts/train.py --strategy=one_device` with the
+  per-worker batch, on every worker at once (each pinned to its core, as in
+  the training runs), so no collective runs at all;
+- communication alone: `tf_preempt.bench.comm_worker`, one all-reduce of the
+  model's gradient bytes through the multi-worker strategy, no compute.
+
+Every setting runs once per repeat, repeats in alternating order (A B C ...
+then ... C B A), because the machine is shared and its load drifts.
+"""
+
+import dataclasses
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from tf_preempt.bench import results as results_lib
+from tf_preempt.bench import timeline
+
+MIB = 1 << 20
+# tf_packed: the pack sizes tried; the fastest one is benchmarked.
+PACK_BYTES = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB)
+# bytescheduler: credits (bytes in flight, enforced by the scheduler op)
+# tried; 16 MiB is ByteScheduler's default credit (4M float32 elements).
+CREDIT_BYTES = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB)
+SCHEDULERS = ("tf_default", "tf_packed", "horovod", "ddp", "bytescheduler",
+              "priority", "pace")
+COMPUTE, COMM = "compute alone", "communication alone"
+
+
+@dataclasses.dataclass
+class Setting:
+  """One thing to run: a scheduler row, or a reference measurement."""
+  name: str  # "NAME@K", COMPUTE or COMM.
+  scheduler: Optional[str] = None
+  unroll: int = 1
+  args: Tuple[str, ...] = ()
+  description: str = ""
+
+
+def settings_of(schedulers: Sequence[str], unroll: int,
+                pack_bytes: Optional[int] = None,
+                credit_bytes: Optional[int] = None) -> List[Setting]:
+  """The rows: each baseline at K=1 and K=`unroll`, pace at K=`unroll`."""
+  out = []
+  for s in schedulers:
+    args, desc = _scheduler_args(s, pack_bytes, credit_bytes)
+    ks = (unroll,) if s == "pace" else sorted({1, unroll})
+    for k in ks:
+      out.append(Setting(results_lib.row_name(s, k), s, k, args, desc))
+  return out
+
+
+def _scheduler_args(scheduler: str, pack_bytes: Optional[int],
+                    credit_bytes: Optional[int]) -> Tuple[Tuple[str, ...],
+                                                          str]:
+  """The flags of scripts/train.py for `scheduler`, and their description."""
+  from tf_preempt.plan import registry  # pylint: disable=g-import-not-at-top
+  defaults = registry.options_of(scheduler)
+  if scheduler == "tf_packed" and pack_bytes is not None:
+    return ((f"--bytes_per_pack={pack_bytes}",),
+            f"bytes_per_pack {pack_bytes // MIB} MiB (best of "
+            f"{', '.join(str(b // MIB) for b in PACK_BYTES)} MiB)")
+  if scheduler == "bytescheduler" and credit_bytes is not None:
+    return ((f"--credit_bytes={credit_bytes}",),
+            f"partition {defaults['partition_elements']} elements, plan "
+            f"credit {defaults['credit_elements']} elements (defaults); "
+            f"runtime credit {credit_bytes // MIB} MiB in flight (best of "
+            f"{', '.join(str(b // MIB) for b in CREDIT_BYTES)} MiB)")
+  if scheduler == "tf_default":
+    return (), "stock CollectiveAllReduce: one pack after the backward pass"
+  if scheduler == "pace":
+    return (), "PACE plan from gradient sizes (no re-plan), defaults " + (
+        ", ".join(f"{k}={v}" for k, v in defaults.items()))
+  return (), ", ".join(f"{k}={v}" for k, v in defaults.items()) or (
+      "no options")
+
+
+def link_of(bandwidth: Optional[str]):
+  """The emulated link, or None for loopback; raises if it cannot be made."""
+  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+  if not bandwidth:
+    return None
+  support = launch.check_available()
+  if not support.rate:
+    raise RuntimeError(f"a {bandwidth} link cannot be emulated here: "
+                       f"{'; '.join(support.reasons) or 'unknown reason'} "
+                       "(run as root, or pass --bandwidth= for loopback)")
+  return launch.LinkConfig(rate=bandwidth)
+
+
+def machine() -> str:
+  """CPU, cores, OS and TensorFlow version, for results.json."""
+  cpu = platform.processor() or "?"
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          cpu = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  try:
+    tf_version = importlib.metadata.version("tensorflow-cpu")
+  except importlib.metadata.PackageNotFoundError:
+    tf_version = "?"
+  return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores (shared), "
+          f"{platform.system()} {platform.release()}, Python "
+          f"{platform.python_version()}, tensorflow-cpu {tf_version}")
+
+
+class Bench:
+  """Runs settings and keeps every run's step time and the load before it."""
+
+  def __init__(self, train_once: Callable[..., Dict[str, Any]], *,
+               model: str, batch_size: int, steps: int, warmup_steps: int,
+               num_workers: int, link, timeout_s: float, out_dir: str,
+               train_script: str, log=print):
+    self.train_once = train_once
+    self.model, self.batch_size = model, batch_size
+    self.steps, self.warmup_steps = steps, warmup_steps
+    self.num_workers, self.link = num_workers, link
+    self.timeout_s = timeout_s
+    self.out_dir = out_dir
+    self.trace_dir = os.path.join(out_dir, "traces")
+    os.makedirs(self.trace_dir, exist_ok=True)
+    self.train_script = train_script
+    self.log = log
+    self.runs: List[Dict[str, Any]] = []
+
+  def run(self, setting: Setting, tag: str = "") -> float:
+    """Runs `setting` once; returns its step (or all-reduce) seconds."""
+    load = os.getloadavg()[0]
+    self.log(f"{tag}{setting.name} (load average {load:.2f} on "
+             f"{os.cpu_count()} cores) ...")
+    start = time.perf_counter()
+    if setting.name == COMPUTE:
+      value, extra = self._compute_alone()
+    elif setting.name == COMM:
+      value, extra = self._comm_alone()
+    else:
+      trace = os.path.join(self.trace_dir,
+                           _file_name(setting.name) + ".json")
+      r = self.train_once(
+          setting.scheduler, setting.unroll, model=self.model,
+          batch_size=self.batch_size, steps=self.steps,
+          warmup_steps=self.warmup_steps, num_workers=self.num_workers,
+          link=self.link, timeout_s=self.timeout_s,
+          extra_args=list(setting.args) + [f"--timeline={trace}"])
+      value = r["median_step_s"]
+      extra = {"collectives": (r["plan"] or {}).get("collectives"),
+               "final_loss": r["final_loss"]}
+    self.log(f"  {value * 1e3:.1f} ms ({time.perf_counter() - start:.0f} s)")
+    self.runs.append(dict(name=setting.name, args=list(setting.args),
+                          value_s=value, load_before=load, tag=tag.strip(),
+                          **extra))
+    return value
+
+  def _launch(self, command: Sequence[str], link) -> List[Dict[str, Any]]:
+    from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+    result = launch.launch(command, self.num_workers,
+                           timeout_s=self.timeout_s, link=link,
+                           pin_cpus=True, intra_op_threads=1,
+                           inter_op_threads=2)
+    group = result.group
+    if not group.ok:
+      bad = group.workers[group.failed] if group.failed is not None else None
+      tail = bad.tail(20) if bad is not None else "(timed out)"
+      raise RuntimeError(f"{command[1:3]} failed (logs in "
+                         f"{result.log_dir}):\n{tail}")
+    return [w.stats for w in group.workers]
+
+  def _compute_alone(self) -> Tuple[float, Dict[str, Any]]:
+    # Every worker trains its own shard with no strategy at all, all at
+    # once, each on its core: the compute of a training step, no all-reduce.
+    per_worker = self.batch_size // self.num_workers
+    stats = self._launch(
+        [sys.executable, self.train_script, "--strategy=one_device",
+         f"--model={self.model}", f"--batch_size={per_worker}",
+         f"--steps={self.steps}", "--unroll=1",
+         f"--warmup_blocks={self.warmup_steps}"], link=None)
+    return max(s["median_step_s"] for s in stats), {
+        "per_worker_batch": per_worker}
+
+  def _comm_alone(self) -> Tuple[float, Dict[str, Any]]:
+    stats = self._launch([sys.executable, "-m",
+                          "tf_preempt.bench.comm_worker",
+                          f"--model={self.model}"], link=self.link)
+    return max(s["comm_s"] for s in stats), {"nbytes": stats[0]["nbytes"]}
+
+
+def _file_name(name: str) -> str:
+  return name.replace("@", "_k").replace(" ", "_")
+
+
+def pick_best(bench: Bench, scheduler: str, flag: str,
+              values: Sequence[int]) -> Tuple[int, Dict[int, float]]:
+  """Runs `scheduler` at K=1 once per value of `flag`; the fastest value."""
+  times = {}
+  for v in values:
+    times[v] = bench.run(Setting(f"{scheduler}@1", scheduler, 1,
+                                 (f"--{flag}={v}",)), tag=f"pre-pass {flag}="
+                         f"{v // MIB} MiB: ")
+  return min(values, key=lambda v: (times[v], v)), times
+
+
+def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
+        num_workers: int, bandwidth: Optional[str], steps: int,
+        warmup_steps: int, schedulers: Sequence[str], repeats: int,
+        out_dir: str, unroll: int, batch_size: int, command: str,
+        train_script: str, timeout_s: float = 300.0,
+        log=print) -> Dict[str, Any]:
+  """The whole benchmark; writes results.json, results.md, timeline.png.
+
+  Returns:
+    The results.json dict.
+  """
+  start = time.perf_counter()
+  link = link_of(bandwidth)
+  bench = Bench(train_once, model=model, batch_size=batch_size, steps=steps,
+                warmup_steps=warmup_steps, num_workers=num_workers,
+                link=link, timeout_s=timeout_s, out_dir=out_dir,
+                train_script=train_script, log=log)
+  log(f"bench: {model}, global batch {batch_size}, {num_workers} workers, "
+      f"{bandwidth or 'loopback'}, {steps} steps per run "
+      f"({warmup_steps} not timed), {repeats} repeat(s), K={unroll}")
+  prepass = {}
+  pack = credit = None
+  if "tf_packed" in schedulers:
+    pack, prepass["tf_packed bytes_per_pack"] = pick_best(
+        bench, "tf_packed", "bytes_per_pack", PACK_BYTES)
+  if "bytescheduler" in schedulers:
+    credit, prepass["bytescheduler credit_bytes"] = pick_best(
+        bench, "bytescheduler", "credit_bytes", CREDIT_BYTES)
+  rows = settings_of(schedulers, unroll, pack, credit)
+  order = rows + [Setting(COMPUTE), Setting(COMM)]
+  # The pre-pass runs are not rows' runs: keep only what follows.
+  first_row_run = len(bench.runs)
+  for repeat in range(repeats):
+    for s in order if repeat % 2 == 0 else order[::-1]:
+      bench.run(s, tag=f"repeat {repeat + 1}/{repeats}: ")
+  runs = bench.runs[first_row_run:]
+  by_name = {s.name: [r["value_s"] for r in runs if r["name"] == s.name]
+             for s in order}
+  compute_s = statistics.median(by_name.pop(COMPUTE))
+  comm_s = statistics.median(by_name.pop(COMM))
+  loads = [r["load_before"] for r in bench.runs]
+  description = (f"{machine()}; load average before each run "
+                 f"{min(loads):.2f}-{max(loads):.2f}; link "
+                 f"{link.describe() if link else 'loopback'}; workers pinned "
+                 "to one core each, 1 intra-op thread")
+  results = results_lib.aggregate(by_name, compute_s, comm_s, command,
+                                  description)
+  results_lib.check_schema(results)
+  with open(os.path.join(out_dir, "results.json"), "w") as f:
+    json.dump(results, f, indent=1)
+  details = {"settings": {s.name: {"args": list(s.args),
+                                   "description": s.description}
+                          for s in rows},
+             "prepass": {k: {str(b): t for b, t in v.items()}
+                         for k, v in prepass.items()},
+             "runs": bench.runs, "elapsed_s": time.perf_counter() - start,
+             "batch_size": batch_size, "steps": steps,
+             "warmup_steps": warmup_steps, "repeats": repeats}
+  with open(os.path.join(out_dir, "details.json"), "w") as f:
+    json.dump(details, f, indent=1)
+  traces = {}
+  for s in rows:
+    path = os.path.join(bench.trace_dir, _file_name(s.name) + ".worker-0.json")
+    if os.path.exists(path):
+      traces[s.name] = timeline.load_trace(path)
+  timeline.plot(traces, os.path.join(out_dir, "timeline.png"),
+                title=f"{model}, global batch {batch_size}, {num_workers} "
+                f"workers, {bandwidth or 'loopback'}: one steady-state "
+                "block per row (worker 0)")
+  pace = next((s.name for s in rows if s.scheduler == "pace"), None)
+  with open(os.path.join(out_dir, "results.md"), "w") as f:
+    f.write(results_lib.markdown(results, details, pace))
+  log(results_lib.markdown(results, details, pace))
+  log(f"Done in {time.perf_counter() - start:.0f} s; {out_dir}")
+  return results

@@ -1,0 +1,124 @@
+"""Gantt chart of one steady-state block per scheduler, from Chrome traces.
+
+Reads the traces `scripts/train.py --timeline` writes (see
+`tf_preempt.telemetry.chrome_trace`): on lane 0 the step blocks (one Keras
+train-function call of K steps, wall time), on the other lanes the
+collectives the scheduler op released, with when each gradient was ready.
+The traces do not split a block into forward and backward ops (the runner
+records block boundaries only), so the compute lane is the whole block; the
+ready times of the gradients show where the backward pass produced them.
+"""
+
+import json
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+# A block near the end but not the last: the last one can include the
+# end of fit (callbacks, the final metric all-reduce).
+_FROM_END = 2
+
+
+def load_trace(path: str) -> Dict[str, Any]:
+  with open(path) as f:
+    return json.load(f)
+
+
+def steady_block(trace: Mapping[str, Any]
+                 ) -> Optional[Tuple[Dict[str, Any], List[Dict[str, Any]]]]:
+  """(block event, collective events overlapping it) of one worker's trace.
+
+  Times stay in the trace's microseconds. None if the trace has no blocks.
+  """
+  events = [e for e in trace.get("traceEvents", ()) if e.get("ph") == "X"]
+  blocks = sorted((e for e in events if e.get("cat") == "compute"),
+                  key=lambda e: e["ts"])
+  if not blocks:
+    return None
+  block = blocks[max(0, len(blocks) - _FROM_END)]
+  start, end = block["ts"], block["ts"] + block["dur"]
+  colls = [e for e in events if e.get("cat") == "collective" and
+           e["ts"] < end and e["ts"] + e["dur"] > start]
+  return block, sorted(colls, key=lambda e: (e["args"]["collective_id"],
+                                             e["ts"]))
+
+
+def plot(traces: Mapping[str, Mapping[str, Any]], path: str,
+         title: str = "") -> str:
+  """Draws one Gantt panel per row name of `traces`; writes a PNG to `path`.
+
+  Args:
+    traces: "NAME@K" -> worker 0's Chrome trace.
+    path: the PNG file.
+    title: the figure's title.
+
+  Returns:
+    `path`.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  panels = []
+  for name, trace in traces.items():
+    found = steady_block(trace)
+    if found is not None:
+      panels.append((name, *found))
+  if not panels:
+    raise ValueError("no trace has a step block to draw")
+  lanes = [1 + len({c["args"]["collective_id"] for c in colls})
+           for _, _, colls in panels]
+  width = max(b["dur"] for _, b, _ in panels) / 1e3
+  fig, axes = plt.subplots(
+      len(panels), 1, sharex=True, squeeze=False,
+      figsize=(11, 1.2 + 0.12 * sum(lanes) + 0.5 * len(panels)),
+      gridspec_kw={"height_ratios": [max(2, n) for n in lanes]})
+  for ax, (name, block, colls) in zip(axes[:, 0], panels):
+    t0 = block["ts"]
+    ids = sorted({c["args"]["collective_id"] for c in colls})
+    lane_of = {cid: i + 1 for i, cid in enumerate(ids)}
+    ax.barh(0, block["dur"] / 1e3, left=0, height=0.8, color="tab:blue")
+    ax.text(0.5, 0, f"{block['name']}: fwd+bwd+update, "
+            f"{block['dur'] / 1e3:.0f} ms", va="center", fontsize=7,
+            color="white")
+    for c in colls:
+      lane = lane_of[c["args"]["collective_id"]]
+      ready = (c["args"]["ready_ns"] / 1e3 - trace_origin_us(traces[name])
+               - t0)
+      start = c["ts"] - t0
+      if start > ready:  # Ready but held back by the schedule.
+        ax.barh(lane, (start - ready) / 1e3, left=ready / 1e3, height=0.4,
+                color="lightgray")
+      ax.barh(lane, c["dur"] / 1e3, left=start / 1e3, height=0.8,
+              color="tab:orange", edgecolor="black", linewidth=0.3)
+    labels = ["compute"] + [
+        f"c{cid} {_size(colls, cid)}" for cid in ids]
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=9)
+    ax.axvline(block["dur"] / 1e3, color="tab:blue", linestyle=":",
+               linewidth=0.8)
+    ax.set_xlim(-0.05 * width, 1.3 * width)
+  axes[-1, 0].set_xlabel("ms from the start of the block (worker 0); "
+                         "orange: collective running, gray: ready, waiting "
+                         "for its turn")
+  if title:
+    fig.suptitle(title, fontsize=10)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def trace_origin_us(trace: Mapping[str, Any]) -> float:
+  """The trace's time origin (its first span) in microseconds."""
+  return trace.get("otherData", {}).get("origin_ns", 0) / 1e3
+
+
+def _size(colls, cid) -> str:
+  nbytes = next(c["args"]["bytes"] for c in colls
+                if c["args"]["collective_id"] == cid)
+  if nbytes >= 1 << 20:
+    return f"{nbytes / (1 << 20):.1f}MiB"
+  if nbytes >= 1 << 10:
+    return f"{nbytes / (1 << 10):.0f}KiB"
+  return f"{nbytes}B"
