@@ -16,6 +16,7 @@ Nothing is trained and no GPU is needed: this is the planner's view.
 """
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -84,6 +85,23 @@ def _check_gpu_flag() -> None:
         f"{', '.join(sorted(model_dag.GPU_SPECS))}.")
 
 
+@functools.lru_cache(maxsize=None)
+def model_dag(model: str, batch_size: int, gpu: str, profile: Optional[str]):
+  """The TrainingDAG of `model`, built once per process per argument set.
+
+  Building the Keras model (ResNet-50, VGG-16) is the slow part of a run;
+  a sweep over workers and bandwidths reuses the DAG, which is immutable.
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import models as models_lib
+  from tf_preempt import profile as profile_lib
+  # pylint: enable=g-import-not-at-top
+  measured = profile_lib.load_profile(profile) if profile else None
+  return profile_lib.model_to_dag(models_lib.get(model),
+                                  batch_size=batch_size, gpu=gpu,
+                                  profile=measured)
+
+
 def run(model: str = "resnet50",
         workers: int = 8,
         bandwidth_gbps: float = 10.0,
@@ -104,23 +122,26 @@ def run(model: str = "resnet50",
     batch_size: per-worker batch size; None for the model's default.
     profile: path of a JSON file {op_name: seconds}, or None.
     bytes_per_pack: pack size of the tf_packed baseline.
-    schedulers: schedulers to run; must include BASELINE.
+    schedulers: schedulers to run; must include BASELINE. May name split
+      schedulers (`tf_preempt.plan.SPLIT_SCHEDULERS`, e.g. "pace_rsag").
 
   Returns:
     A dict: "schedulers" maps each name to {"iteration_s",
     "speedup_vs_tf_default"}; "plan_seconds" is the wall time of PACE's
     make_plan; also "model", "workers", "bandwidth_gbps", "latency_us",
-    "gpu", "batch_size", "tensors", "total_bytes", "compute_s" (backward
-    end plus the forward critical path, the no-communication lower bound).
+    "gpu", "gpu_description", "efficiency" (fraction of the GPU's peak the
+    FLOPs model assumes for ops the profile does not time), "profile",
+    "batch_size", "tensors",
+    "total_bytes", "compute_s" (backward end plus the forward critical
+    path, the no-communication lower bound).
 
   Raises:
     ValueError: naming the argument at fault.
   """
   # Imported here so that `--help` and flag errors do not wait for Keras.
   # pylint: disable=g-import-not-at-top
-  from tf_preempt import models as models_lib
   from tf_preempt import plan as plan_lib
-  from tf_preempt import profile as profile_lib
+  from tf_preempt.profile import model_dag as model_dag_lib
   # pylint: enable=g-import-not-at-top
 
   if model not in MODELS:
@@ -134,11 +155,7 @@ def run(model: str = "resnet50",
   if BASELINE not in schedulers:
     raise ValueError(f"schedulers must include {BASELINE!r}.")
   batch_size = batch_size or DEFAULT_BATCH_SIZES[model]
-  measured = profile_lib.load_profile(profile) if profile else None
-
-  keras_model = models_lib.get(model)
-  dag = profile_lib.model_to_dag(keras_model, batch_size=batch_size, gpu=gpu,
-                                 profile=measured)
+  dag = model_dag(model, batch_size, gpu, profile)
   cost = plan_lib.CostModel.ring(workers, bandwidth_gbps * 1e9 / 8,
                                  latency_us * 1e-6)
   options = {"tf_packed": {"bytes_per_pack": bytes_per_pack}}
@@ -163,6 +180,9 @@ def run(model: str = "resnet50",
       "bandwidth_gbps": bandwidth_gbps,
       "latency_us": latency_us,
       "gpu": gpu,
+      "gpu_description": model_dag_lib.gpu_spec(gpu).description,
+      "efficiency": model_dag_lib.DEFAULT_EFFICIENCY,
+      "profile": profile,
       "batch_size": batch_size,
       "tensors": len(dag.tensors),
       "total_bytes": int(sum(t.nbytes for t in dag.tensors)),
