@@ -1,0 +1,51 @@
+"""Tests of scripts/bench.py: flag checks, and a tiny real run (slow)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tf_preempt.bench import results
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_BENCH = os.path.join(_ROOT, "scripts", "bench.py")
+
+
+def _bench(args, timeout):
+  return subprocess.run([sys.executable, _BENCH] + list(args), cwd=_ROOT,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+def test_latency_is_rejected_with_the_reason(tmp_path):
+  result = _bench(["--latency=5ms", f"--out={tmp_path}"], timeout=60)
+  assert result.returncode != 0
+  assert "netem" in result.stderr and "--latency" in result.stderr
+
+
+def test_schedulers_must_include_the_reference(tmp_path):
+  result = _bench(["--schedulers=pace", f"--out={tmp_path}"], timeout=60)
+  assert result.returncode != 0
+  assert "tf_default" in result.stderr
+
+
+@pytest.mark.slow
+def test_tiny_bench_writes_every_output(tmp_path):
+  # Loopback: the smoke test must not need root or tc.
+  result = _bench(["--bandwidth=", "--schedulers=tf_default,pace",
+                   "--repeats=1", "--steps=4", "--warmup_steps=2",
+                   "--unroll=2", "--batch_size=4", "--timeout_s=60",
+                   f"--out={tmp_path}"], timeout=180)
+  assert result.returncode == 0, result.stderr[-3000:]
+  with open(tmp_path / "results.json") as f:
+    out = json.load(f)
+  results.check_schema(out)
+  assert set(out["schedulers"]) == {"tf_default@1", "tf_default@2", "pace@2"}
+  assert out["lower_bound_s"] == max(out["compute_s"], out["comm_s"])
+  assert out["schedulers"]["tf_default@1"]["ratio_vs_tf_default"] == 1.0
+  assert "scripts/bench.py" in out["command"]
+  assert (tmp_path / "results.md").read_text().count("| pace@2") == 1
+  assert (tmp_path / "timeline.png").stat().st_size > 0
+  assert (tmp_path / "traces" / "pace_k2.worker-0.json").exists()
