@@ -192,12 +192,20 @@ def format_markdown(result: Dict[str, Any]) -> str:
 
 def _plot(result: Dict[str, Any], x_key: str, fixed_key: str,
           fixed_value: float, path: str) -> bool:
-  """Speed-up of pace over each baseline against `x_key`; False if empty."""
+  """Speed-up of pace over each baseline against `x_key`; False if empty.
+
+  At the grid's value of `fixed_key` nearest to `fixed_value`, so a small
+  grid still gets its plots.
+  """
   # pylint: disable=g-import-not-at-top
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt
   # pylint: enable=g-import-not-at-top
+  values = {p[fixed_key] for p in result["points"]}
+  if not values:
+    return False
+  fixed_value = min(values, key=lambda v: (abs(v - fixed_value), v))
   points = [p for p in result["points"] if p[fixed_key] == fixed_value]
   models = list(dict.fromkeys(p["model"] for p in points))
   if not models:
