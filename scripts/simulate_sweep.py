@@ -26,7 +26,7 @@ import importlib.util
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -159,9 +159,10 @@ def format_markdown(result: Dict[str, Any]) -> str:
   setup = result["setup"]
   points = result["points"]
   out = [
-      f"Per-op times: roofline FLOPs model of the {setup.get('gpu_description')}"
-      f" at {setup.get('efficiency')} of peak (tf_preempt.profile.model_dag;"
-      f" vendor data-sheet peaks). Network: {setup['cost_model']}, "
+      "Per-op times: roofline FLOPs model of the "
+      f"{setup.get('gpu_description')} at {setup.get('efficiency')} of peak "
+      "(tf_preempt.profile.model_dag; vendor data-sheet peaks). Network: "
+      f"{setup['cost_model']}, "
       f"latency {setup.get('latency_us')} us per step. Cells: iteration time "
       "of the baseline / that of pace (> 1: pace is faster). `best` is the "
       "fastest baseline at that point; `rsag` is pace / pace_rsag.",
