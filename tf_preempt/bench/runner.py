@@ -149,8 +149,7 @@ class Bench:
     elif setting.name == COMM:
       value, extra = self._comm_alone()
     else:
-      trace = os.path.join(self.trace_dir,
-                           _file_name(setting.name) + ".json")
+      trace = os.path.join(self.trace_dir, timeline.trace_file(setting.name))
       r = self.train_once(
           setting.scheduler, setting.unroll, model=self.model,
           batch_size=self.batch_size, steps=self.steps,
@@ -197,10 +196,6 @@ class Bench:
                           "tf_preempt.bench.comm_worker",
                           f"--model={self.model}"], link=self.link)
     return max(s["comm_s"] for s in stats), {"nbytes": stats[0]["nbytes"]}
-
-
-def _file_name(name: str) -> str:
-  return name.replace("@", "_k").replace(" ", "_")
 
 
 def pick_best(bench: Bench, scheduler: str, flag: str,
@@ -274,15 +269,10 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
              "warmup_steps": warmup_steps, "repeats": repeats}
   with open(os.path.join(out_dir, "details.json"), "w") as f:
     json.dump(details, f, indent=1)
-  traces = {}
-  for s in rows:
-    path = os.path.join(bench.trace_dir, _file_name(s.name) + ".worker-0.json")
-    if os.path.exists(path):
-      traces[s.name] = timeline.load_trace(path)
-  timeline.plot(traces, os.path.join(out_dir, "timeline.png"),
-                title=f"{model}, global batch {batch_size}, {num_workers} "
-                f"workers, {bandwidth or 'loopback'}: one steady-state "
-                "block per row (worker 0)")
+  timeline.plot_directory(
+      out_dir, [s.name for s in rows],
+      title=f"{model}, global batch {batch_size}, {num_workers} workers, "
+      f"{bandwidth or 'loopback'}: one steady-state block per row (worker 0)")
   pace = next((s.name for s in rows if s.scheduler == "pace"), None)
   with open(os.path.join(out_dir, "results.md"), "w") as f:
     f.write(results_lib.markdown(results, details, pace))

@@ -103,7 +103,9 @@ def plot(traces: Mapping[str, Mapping[str, Any]], path: str,
                          "for its turn")
   if title:
     fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
+  # Leave the top strip to the title: tight_layout ignores suptitle.
+  top_inches = 0.45
+  fig.tight_layout(rect=(0, 0, 1, 1 - top_inches / fig.get_figheight()))
   fig.savefig(path, dpi=110)
   plt.close(fig)
   return path
@@ -122,3 +124,23 @@ def _size(colls, cid) -> str:
   if nbytes >= 1 << 10:
     return f"{nbytes / (1 << 10):.0f}KiB"
   return f"{nbytes}B"
+
+
+def trace_file(name: str) -> str:
+  """The --timeline file of row "NAME@K" (train.py adds .worker-I)."""
+  return name.replace("@", "_k").replace(" ", "_") + ".json"
+
+
+def plot_directory(out_dir: str, names, title: str = "") -> str:
+  """Draws DIR/timeline.png from DIR/traces/ (worker 0) for rows `names`.
+
+  Also redraws a committed result: `plot_directory(dir, results["schedulers"])`.
+  """
+  import os  # pylint: disable=g-import-not-at-top
+  traces = {}
+  for name in names:
+    stem, ext = os.path.splitext(trace_file(name))
+    path = os.path.join(out_dir, "traces", f"{stem}.worker-0{ext}")
+    if os.path.exists(path):
+      traces[name] = load_trace(path)
+  return plot(traces, os.path.join(out_dir, "timeline.png"), title)
