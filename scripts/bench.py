@@ -2,8 +2,7 @@ r"""Benchmarks the schedulers side by side on N local workers.
 
   .venv/bin/python scripts/bench.py --model vgg_small --workers 2 \
       --bandwidth 200mbit --batch_size 48 --steps 24 --repeats 2 --unroll 2 \
-      --schedulers tf_default,tf_packed,horovod,ddp,bytescheduler,priority,pace \
-      --out benchmarks/results/DATE-vgg_small-200mbit
+      --out benchmarks/results/DATE-vgg_small-200mbit   # all 7 schedulers
 
 Runs `scripts/train.py` through `scripts/demo.py`'s `train_once` for every
 baseline at K=1 and at --unroll, and pace at --unroll (rows `NAME@K`),
@@ -73,7 +72,8 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
   _check(f)
-  command = " ".join(shlex.quote(a) for a in ["scripts/bench.py"] + sys.argv[1:])
+  command = " ".join(shlex.quote(a)
+                     for a in ["scripts/bench.py"] + sys.argv[1:])
   try:
     runner.run(demo.train_once, model=f.model, num_workers=f.workers,
                bandwidth=f.bandwidth or None, steps=f.steps,
