@@ -22,6 +22,11 @@ The simulator's inputs come from the directory, best first:
   bytes from the measured all-reduce alone.
 - Model, workers and global batch: the traces' metadata, else the
   benchmark command line in results.json.
+- The plan of each row: RESULTS_DIR/plans/NAME@K.json (`Plan.to_json`, the
+  plan the row ran) if present and made for the DAG's tensors; otherwise
+  the planner re-plans the row's scheduler on the DAG above, which for
+  `pace` is not the plan the runtime ran (that one came from its own
+  profile or the gradient sizes).
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
@@ -153,6 +158,24 @@ def _scaled(dag, factor: float):
   return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
 
 
+def _recorded_plan(plans_dir: str, name: str, dag):
+  """The plan row `name` ran, if recorded and made for `dag`; else None."""
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.plan import simulator
+  # pylint: enable=g-import-not-at-top
+  path = os.path.join(plans_dir, name + ".json")
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    plan = plan_lib.Plan.from_json(f.read())
+  try:
+    simulator.check_plan_matches(dag, plan)
+  except ValueError:
+    return None
+  return plan
+
+
 def _options(scheduler: str, args: Sequence[str]) -> Dict[str, int]:
   """The planner options of a row from the flags bench.py gave it."""
   given = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and
@@ -217,6 +240,8 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
                    "alone on the benchmark's link and worker count")
 
   settings = details.get("settings") or {}
+  plans_dir = os.path.join(results_dir, "plans")
+  replanned = False
   rows = {}
   for name, row in results["schedulers"].items():
     scheduler, unroll = split_name(name)
@@ -226,9 +251,14 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
     if scheduler not in plan_lib.SCHEDULERS:
       entry["note"] = "not a planner scheduler"
     else:
-      args = (settings.get(name) or {}).get("args") or ()
-      plan = plan_lib.make_plan(dag, cost, scheduler,
-                                **_options(scheduler, args))
+      plan = _recorded_plan(plans_dir, name, dag)
+      if plan is None:
+        replanned = True
+        args = (settings.get(name) or {}).get("args") or ()
+        plan = plan_lib.make_plan(dag, cost, scheduler,
+                                  **_options(scheduler, args))
+      else:
+        entry["plan"] = "recorded"
       predicted = plan_lib.simulate(dag, cost, plan).iteration_time
       entry.update(predicted_s=predicted,
                    error=(predicted - measured) / measured)
@@ -237,6 +267,10 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
         # per-call overhead the simulator does not model.
         entry["note"] = f"K={unroll}: per-step time, unrolling not modelled"
     rows[name] = entry
+  if replanned:
+    missing.append("plans/NAME@K.json: the plan each row ran "
+                   "(Plan.to_json), with tensor names and sizes as in "
+                   "model_to_dag; without it every row is re-planned here")
   errors = [abs(r["error"]) for r in rows.values() if r["error"] is not None]
   return {
       "rows": rows,

@@ -80,7 +80,8 @@ def test_validate_with_traces(tmp_path):
                                                        rel=0.2)
   # Compute was scaled to the measured step with no all-reduce.
   assert inputs["compute_scale"] > 0
-  assert len(report["missing"]) == 2
+  assert [m.split(":")[0] for m in report["missing"]] == [
+      "profile.json", "cost_model.json", "plans/NAME@K.json"]
   table = validate_sim.format_table(report)
   assert "| pace@1 |" in table and "max |error|" in table
 
@@ -92,7 +93,29 @@ def test_validate_from_command_and_given_cost(tmp_path):
   assert report["inputs"]["setup"]["source"].startswith("results.json")
   assert report["inputs"]["setup"]["workers"] == 2
   assert report["inputs"]["cost_source"] == "cost_model.json"
-  assert [m.split(":")[0] for m in report["missing"]] == ["profile.json"]
+  assert [m.split(":")[0] for m in report["missing"]] == [
+      "profile.json", "plans/NAME@K.json"]
+
+
+def test_recorded_plan_is_simulated(tmp_path):
+  validate_sim = _load_module()
+  _make_results(tmp_path, cost={"alpha": 1e-3, "beta": 1e-8})
+  first = validate_sim.validate(str(tmp_path))
+  # Record, for pace@1, the plan of another scheduler: its prediction must
+  # follow the recorded plan, not a re-plan.
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  dag = validate_sim._load_simulate().model_dag("vgg_small", 4, "v100", None)
+  scale = first["inputs"]["compute_scale"]
+  dag = validate_sim._scaled(dag, scale)
+  cost = plan_lib.CostModel(alpha=1e-3, beta=1e-8)
+  recorded = plan_lib.make_plan(dag, cost, "tf_default")
+  os.makedirs(tmp_path / "plans")
+  (tmp_path / "plans" / "pace@1.json").write_text(recorded.to_json())
+  report = validate_sim.validate(str(tmp_path))
+  row = report["rows"]["pace@1"]
+  assert row["plan"] == "recorded"
+  assert row["predicted_s"] == pytest.approx(
+      report["rows"]["tf_default@1"]["predicted_s"])
 
 
 def test_json_output_and_table_file(tmp_path):
