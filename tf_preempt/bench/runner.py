@@ -167,6 +167,8 @@ class Bench:
 
   def _launch(self, command: Sequence[str], link) -> List[Dict[str, Any]]:
     from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+    # The worker settings of demo.train_once (one core, one intra-op thread
+    # each), so that the references see the same CPU as the training rows.
     result = launch.launch(command, self.num_workers,
                            timeout_s=self.timeout_s, link=link,
                            pin_cpus=True, intra_op_threads=1,
