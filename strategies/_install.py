@@ -3,7 +3,7 @@
 import itertools
 import threading
 
-from tf_preempt.plan.plan import Plan
+from tf_preempt.runtime import binding
 from tf_preempt.runtime import default_plan
 from tf_preempt.runtime import replica_context
 from tf_preempt.runtime import tf_internals
@@ -27,12 +27,11 @@ def check_arguments(plan, scheduler):
   """The checks both strategies make before TensorFlow builds anything.
 
   Raises:
-    ValueError: on an unknown scheduler.
+    ValueError: on an unknown scheduler or a plan the runtime cannot run.
     TypeError: if `plan` is not a `Plan`.
   """
   default_plan.check_scheduler(scheduler)
-  if plan is not None and not isinstance(plan, Plan):
-    raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+  binding.check_user_plan(plan)
 
 
 def next_collective_key_base():

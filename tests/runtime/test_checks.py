@@ -49,3 +49,24 @@ def test_signature_is_fixed_length_int32():
   for plan in (_plan(False), _plan(True)):
     sig = agreement.signature(plan, 5)
     assert sig.dtype == np.int32 and sig.shape == (agreement.SIGNATURE_LENGTH,)
+
+
+def test_split_plans_are_refused_before_anything_runs(logical_cpus):
+  # A reduce-scatter/all-gather plan is simulation only: lowered to
+  # all-reduces it would reduce the wrong bytes.
+  from tf_preempt.plan import TrainingDAG  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import CostModel  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import make_plan  # pylint: disable=g-import-not-at-top
+  from tf_preempt.runtime import PreemptiveAllReduce  # pylint: disable=g-import-not-at-top
+  from tf_preempt.strategies import PreemptiveMirroredStrategy  # pylint: disable=g-import-not-at-top
+  dag = TrainingDAG.chain([1e-3] * 3, [2e-3] * 3, [4096] * 3)
+  split = make_plan(dag, CostModel(1e-4, 1e-8), "pace_rsag")
+  assert not split.is_all_reduce
+  devices = list(logical_cpus[:2])
+  with pytest.raises(ValueError, match="all-reduce plans only"):
+    PreemptiveMirroredStrategy(devices, plan=split)
+  with pytest.raises(ValueError, match="all-reduce plans only"):
+    PreemptiveAllReduce(devices, plan=split)
+  ops_ = PreemptiveAllReduce(devices)
+  with pytest.raises(ValueError, match="all-reduce plans only"):
+    ops_.set_plan(split)

@@ -111,6 +111,27 @@ def _warn_unknown_shape(spec: ValueSpec) -> None:
         _describe(spec))
 
 
+def check_user_plan(plan) -> None:
+  """Checks that `plan` is one the runtime can execute (None passes).
+
+  Raises:
+    TypeError: if it is not a `Plan`.
+    ValueError: if it is not all-reduce only: reduce-scatter/all-gather
+      plans (the planner's "pace_rsag") are simulation only, and lowering
+      them to all-reduces would reduce the wrong bytes.
+  """
+  if plan is None:
+    return
+  if not isinstance(plan, Plan):
+    raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+  if not plan.is_all_reduce:
+    kinds = sorted({c.kind for c in plan.collectives})
+    raise ValueError(
+        f"The runtime executes all-reduce plans only; this {plan.scheduler!r} "
+        f"plan has collectives of kinds {kinds} (a simulation-only "
+        "reduce-scatter/all-gather split).")
+
+
 def bind_plan(plan: Plan, specs: Sequence[ValueSpec]) -> BoundPlan:
   """Binds a plan made for these values by position, dtype and shape.
 
@@ -125,6 +146,7 @@ def bind_plan(plan: Plan, specs: Sequence[ValueSpec]) -> BoundPlan:
     ValueError: naming the first value that does not fit the plan, or the
       first collective that would fuse values of different dtypes.
   """
+  check_user_plan(plan)
   if len(plan.tensors) != len(specs):
     first = min(len(plan.tensors), len(specs))
     extra = (f"value {first} {_describe(specs[first])} is not in the plan"

@@ -136,11 +136,11 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     Raises:
       TypeError: if `plan` is not a `Plan`.
       ValueError: on an unknown scheduler, a bad group size or credit.
+      ValueError: also for a plan that is not all-reduce only.
       SchedulerOpsUnavailableError: if `scheduler_op` is True and the op
         library does not load; the message says how to rebuild it.
     """
-    if plan is not None and not isinstance(plan, Plan):
-      raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+    binding.check_user_plan(plan)
     default_plan.check_scheduler(scheduler)
     planner_options, credit = scheduling.split_options(scheduler_options)
     use_op = scheduling.resolve_mode(scheduler_op)
@@ -219,8 +219,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     Raises:
       TypeError: if `plan` is not a `Plan`.
     """
-    if plan is not None and not isinstance(plan, Plan):
-      raise TypeError(f"plan must be a tf_preempt Plan, got {type(plan)}.")
+    binding.check_user_plan(plan)
     with self._plan_lock:
       self._plan = plan
       # Bound plans were derived from the old plan; default plans too are
