@@ -5,7 +5,6 @@ summary lines, and that after a worker failure or Ctrl-C no worker process
 and no network namespace is left.
 """
 
-import importlib.util
 import io
 import json
 import os
@@ -17,17 +16,11 @@ import time
 import pytest
 
 from tf_preempt.launch import netem
+from tf_preempt.testing import scripts
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_SCRIPT = os.path.join(_REPO, "scripts", "launch.py")
+_REPO = scripts.REPO
+_SCRIPT = scripts.script_path("launch")
 
-
-def _load_module():
-  spec = importlib.util.spec_from_file_location("launch_script", _SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def _python(code):
@@ -63,7 +56,7 @@ _STATS = ("import json, os; print('log line'); "
 
 
 def test_run_prints_stats_lines_and_summary(tmp_path):
-  module = _load_module()
+  module = scripts.load_script("launch")
   out = io.StringIO()
   stats = module.run(_python(_STATS), num_workers=2, timeout_s=60,
                      log_dir=str(tmp_path), out=out)
@@ -86,7 +79,7 @@ def test_run_prints_stats_lines_and_summary(tmp_path):
 ])
 def test_run_usage_errors(kwargs, message):
   out = io.StringIO()
-  stats = _load_module().run(out=out, **kwargs)
+  stats = scripts.load_script("launch").run(out=out, **kwargs)
   assert stats["exit_code"] == 2
   assert out.getvalue().startswith("launch: error: ")
   assert message in out.getvalue()

@@ -1,6 +1,5 @@
 """Tests of scripts/simulate.py, run as a user runs it: a subprocess."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -8,9 +7,10 @@ import sys
 
 import pytest
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_SCRIPT = os.path.join(_REPO, "scripts", "simulate.py")
+from tf_preempt.testing import scripts
+
+_REPO = scripts.REPO
+_SCRIPT = scripts.script_path("simulate")
 _SCHEDULERS = {"pace", "priority", "fifo", "tf_default", "tf_packed",
                "horovod", "ddp", "bytescheduler"}
 
@@ -23,12 +23,6 @@ def _run(*args):
   return subprocess.run([sys.executable, _SCRIPT, *args], capture_output=True,
                         text=True, env=env, cwd=_REPO, timeout=300)
 
-
-def _load_module():
-  spec = importlib.util.spec_from_file_location("simulate_script", _SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 @pytest.mark.parametrize("model", ["resnet50", "vgg16", "transformer"])
@@ -83,7 +77,7 @@ def test_bad_flag_fails_naming_it(flag):
 
 
 def test_table_is_aligned():
-  module = _load_module()
+  module = scripts.load_script("simulate")
   stats = {
       "model": "resnet50", "tensors": 2, "total_bytes": 3 << 20,
       "workers": 8, "bandwidth_gbps": 10.0, "gpu": "v100", "batch_size": 64,
@@ -102,7 +96,7 @@ def test_table_is_aligned():
 
 
 def test_run_validates_arguments():
-  module = _load_module()
+  module = scripts.load_script("simulate")
   with pytest.raises(ValueError, match="workers"):
     module.run(workers=1)
   with pytest.raises(ValueError, match="model"):

@@ -1,25 +1,19 @@
 """Tests of scripts/simulate_sweep.py on a tiny grid."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_SCRIPT = os.path.join(_REPO, "scripts", "simulate_sweep.py")
+from tf_preempt.testing import scripts
 
+_REPO = scripts.REPO
+_SCRIPT = scripts.script_path("simulate_sweep")
 
-def _load_module():
-  spec = importlib.util.spec_from_file_location("simulate_sweep", _SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def test_tiny_sweep_in_process(tmp_path):
-  sweep = _load_module()
+  sweep = scripts.load_script("simulate_sweep")
   result = sweep.run_sweep(
       models=("transformer",), workers=(2, 16), bandwidths_gbps=(1.0, 10.0),
       schedulers=("tf_default", "horovod", "pace", "pace_rsag"))

@@ -5,7 +5,6 @@ The directory has the layout and schema `scripts/bench.py` writes
 invented, so only the mechanics are tested, not the simulator's accuracy.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,16 +12,11 @@ import sys
 
 import pytest
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_SCRIPT = os.path.join(_REPO, "scripts", "validate_sim.py")
+from tf_preempt.testing import scripts
 
+_REPO = scripts.REPO
+_SCRIPT = scripts.script_path("validate_sim")
 
-def _load_module():
-  spec = importlib.util.spec_from_file_location("validate_sim", _SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def _row(median):
@@ -59,7 +53,7 @@ def _make_results(path, traces=True, cost=None):
 
 
 def test_validate_with_traces(tmp_path):
-  validate_sim = _load_module()
+  validate_sim = scripts.load_script("validate_sim")
   _make_results(tmp_path)
   report = validate_sim.validate(str(tmp_path))
   rows = report["rows"]
@@ -87,7 +81,7 @@ def test_validate_with_traces(tmp_path):
 
 
 def test_validate_from_command_and_given_cost(tmp_path):
-  validate_sim = _load_module()
+  validate_sim = scripts.load_script("validate_sim")
   _make_results(tmp_path, traces=False, cost={"alpha": 1e-3, "beta": 1e-8})
   report = validate_sim.validate(str(tmp_path))
   assert report["inputs"]["setup"]["source"].startswith("results.json")
@@ -98,7 +92,7 @@ def test_validate_from_command_and_given_cost(tmp_path):
 
 
 def test_recorded_plan_is_simulated(tmp_path):
-  validate_sim = _load_module()
+  validate_sim = scripts.load_script("validate_sim")
   _make_results(tmp_path, cost={"alpha": 1e-3, "beta": 1e-8})
   first = validate_sim.validate(str(tmp_path))
   # Record, for pace@1, the plan of another scheduler: its prediction must

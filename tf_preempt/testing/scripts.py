@@ -1,0 +1,25 @@
+"""The repository's `scripts/` for tests: paths, and loading one as a module.
+
+`scripts/` is not a package (its files are command lines), so tests load a
+script by path to call its testable `run(...)`.
+"""
+
+import importlib.util
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def script_path(name: str) -> str:
+  """The path of `scripts/<name>.py` in the source tree."""
+  return os.path.join(REPO, "scripts", f"{name}.py")
+
+
+def load_script(name: str):
+  """Imports `scripts/<name>.py` as a module (not run as `__main__`)."""
+  spec = importlib.util.spec_from_file_location(f"{name}_script",
+                                                script_path(name))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
