@@ -154,16 +154,11 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
   if profile_steps:
     command.append(f"--profile_steps={profile_steps}")
   command.extend(extra_args)
-  result = launch.launch(command, num_workers, timeout_s=timeout_s,
-                         link=link, pin_cpus=pin_cpus, intra_op_threads=1,
-                         inter_op_threads=2)
-  group = result.group
-  if not group.ok:
-    bad = group.workers[group.failed] if group.failed is not None else None
-    tail = bad.tail(20) if bad is not None else "(timed out)"
-    raise RuntimeError(f"the {scheduler} run failed (logs in "
-                       f"{result.log_dir}):\n{tail}")
-  stats = [w.stats for w in group.workers]
+  worker = dict(launch.MEASUREMENT_WORKER, pin_cpus=pin_cpus)
+  start = time.perf_counter()
+  stats = launch.launch_for_stats(command, num_workers, timeout_s=timeout_s,
+                                  link=link, **worker)
+  elapsed_s = time.perf_counter() - start
   medians = [s["median_step_s"] for s in stats]
   return {"scheduler": scheduler, "unroll": unroll,
           # The steps are synchronous; the slowest worker's median is the
@@ -173,7 +168,7 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
           "final_loss": stats[0]["final_loss"], "plan": stats[0]["plan"],
           "timed_steps": stats[0]["timed_steps"],
           "profile": stats[0].get("profile"),
-          "elapsed_s": group.elapsed_s}
+          "elapsed_s": elapsed_s}
 
 
 def _row(label: str, r: Dict[str, Any], width: int) -> str:

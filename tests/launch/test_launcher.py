@@ -100,3 +100,23 @@ def test_multi_worker_all_reduce_on_loopback_and_emulated(tmp_path):
   if len(runs) == 1:
     pytest.skip(f"ran on loopback only; emulation unavailable: "
                 f"{' '.join(support.reasons)}")
+
+
+def test_launch_for_stats_returns_each_workers_last_json_line():
+  code = ("import json, os; i = json.loads(os.environ['TF_CONFIG'])"
+          "['task']['index']; print('warming up'); "
+          "print(json.dumps({'worker': i, 'median_step_s': 0.5}))")
+  stats = launcher.launch_for_stats([sys.executable, "-c", code], 2,
+                                    timeout_s=60, **launcher.MEASUREMENT_WORKER)
+  assert stats == [{"worker": 0, "median_step_s": 0.5},
+                   {"worker": 1, "median_step_s": 0.5}]
+
+
+def test_launch_for_stats_names_the_failure_and_its_log_tail():
+  code = ("import json, os, sys\n"
+          "if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 1:\n"
+          "  sys.exit('worker one broke')\n"
+          "import time; time.sleep(60)\n")
+  with pytest.raises(RuntimeError, match=r"(?s)failed \(logs in .*"
+                     r"worker one broke"):
+    launcher.launch_for_stats([sys.executable, "-c", code], 2, timeout_s=60)

@@ -167,19 +167,11 @@ class Bench:
 
   def _launch(self, command: Sequence[str], link) -> List[Dict[str, Any]]:
     from tf_preempt import launch  # pylint: disable=g-import-not-at-top
-    # The worker settings of demo.train_once (one core, one intra-op thread
-    # each), so that the references see the same CPU as the training rows.
-    result = launch.launch(command, self.num_workers,
-                           timeout_s=self.timeout_s, link=link,
-                           pin_cpus=True, intra_op_threads=1,
-                           inter_op_threads=2)
-    group = result.group
-    if not group.ok:
-      bad = group.workers[group.failed] if group.failed is not None else None
-      tail = bad.tail(20) if bad is not None else "(timed out)"
-      raise RuntimeError(f"{command[1:3]} failed (logs in "
-                         f"{result.log_dir}):\n{tail}")
-    return [w.stats for w in group.workers]
+    # The worker settings of the training rows, so that the references see
+    # the same CPU as they do.
+    return launch.launch_for_stats(command, self.num_workers,
+                                   timeout_s=self.timeout_s, link=link,
+                                   **launch.MEASUREMENT_WORKER)
 
   def _compute_alone(self) -> Tuple[float, Dict[str, Any]]:
     # Every worker trains its own shard with no strategy at all, all at

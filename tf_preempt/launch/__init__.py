@@ -6,7 +6,9 @@
 
 from tf_preempt.launch.cleanup import Interrupted
 from tf_preempt.launch.launcher import LaunchResult
+from tf_preempt.launch.launcher import MEASUREMENT_WORKER
 from tf_preempt.launch.launcher import launch
+from tf_preempt.launch.launcher import launch_for_stats
 from tf_preempt.launch.launcher import local_worker_specs
 from tf_preempt.launch.launcher import worker_specs
 from tf_preempt.launch.netem import EmulatedNetwork

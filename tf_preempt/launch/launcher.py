@@ -21,6 +21,11 @@ from tf_preempt.launch import tf_config
 # Inside a fresh namespace every port is free, so emulated workers share one.
 EMULATED_PORT = 20000
 
+# How the demo and the benchmarks run each worker: its own core, one
+# intra-op thread (so compute does not spill onto the other worker's core).
+MEASUREMENT_WORKER = dict(pin_cpus=True, intra_op_threads=1,
+                          inter_op_threads=2)
+
 
 @dataclasses.dataclass
 class LaunchResult:
@@ -149,6 +154,32 @@ def launch(command: Sequence[str], num_workers: int, *,
     group = processes.run_workers(specs, timeout_s=timeout_s,
                                   log_dir=log_dir, grace_s=grace_s)
   return LaunchResult(group, addresses, link, _log_dir_of(group))
+
+
+def launch_for_stats(command: Sequence[str], num_workers: int,
+                     **kwargs) -> List[Dict]:
+  """`launch`es `command` and returns each worker's stats line.
+
+  Args:
+    command: argv every worker runs; each prints a JSON stats line last.
+    num_workers: how many workers.
+    **kwargs: passed to `launch`.
+
+  Returns:
+    The last JSON object each worker printed, by worker.
+
+  Raises:
+    RuntimeError: if a worker failed or the run timed out, with the failing
+      worker's last log lines and where the logs are.
+  """
+  result = launch(command, num_workers, **kwargs)
+  group = result.group
+  if not group.ok:
+    bad = group.workers[group.failed] if group.failed is not None else None
+    tail = bad.tail(20) if bad is not None else "(timed out)"
+    raise RuntimeError(f"`{' '.join(command[1:])}` failed (logs in "
+                       f"{result.log_dir}):\n{tail}")
+  return [w.stats for w in group.workers]
 
 
 def _address_of(spec: processes.WorkerSpec) -> str:
