@@ -33,19 +33,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
+# scripts/simulate.py: a script's own folder is on sys.path when it runs.
+import simulate  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load_simulate():
-  """scripts/simulate.py as a module (scripts/ is not a package)."""
-  spec = importlib.util.spec_from_file_location(
-      "simulate", os.path.join(_HERE, "simulate.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-simulate = _load_simulate()
 
 BASELINES = ("tf_default", "tf_packed", "fifo", "priority", "horovod",
              "ddp", "bytescheduler")

@@ -51,7 +51,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
 # The accuracy the issue asks of the simulator.
 TARGET_ABS_ERROR = 0.10
 
@@ -66,15 +65,6 @@ def define_flags() -> None:
                       "RESULTS_DIR/validation.md; empty to write nothing.")
   flags.DEFINE_bool("json", False, "Print one JSON object instead of the "
                     "table.")
-
-
-def _load_simulate():
-  """scripts/simulate.py as a module: its cached `model_dag` builder."""
-  spec = importlib.util.spec_from_file_location(
-      "simulate", os.path.join(_HERE, "simulate.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def _read_json(path: str) -> Optional[Any]:
@@ -218,8 +208,11 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
 
   profile_path = os.path.join(results_dir, "profile.json")
   has_profile = os.path.isfile(profile_path)
-  dag = _load_simulate().model_dag(setup["model"], per_worker, gpu,
-                                   profile_path if has_profile else None)
+  # scripts/simulate.py (its cached model DAG builder), imported only here
+  # because it loads TensorFlow; a script's folder is on sys.path.
+  import simulate  # pylint: disable=g-import-not-at-top
+  dag = simulate.model_dag(setup["model"], per_worker, gpu,
+                           profile_path if has_profile else None)
   scale = 1.0
   if has_profile:
     compute_source = "profile.json"

@@ -98,7 +98,8 @@ def test_recorded_plan_is_simulated(tmp_path):
   # Record, for pace@1, the plan of another scheduler: its prediction must
   # follow the recorded plan, not a re-plan.
   from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  dag = validate_sim._load_simulate().model_dag("vgg_small", 4, "v100", None)
+  dag = scripts.load_script("simulate").model_dag("vgg_small", 4, "v100",
+                                                 None)
   scale = first["inputs"]["compute_scale"]
   dag = validate_sim._scaled(dag, scale)
   cost = plan_lib.CostModel(alpha=1e-3, beta=1e-8)

@@ -6,6 +6,7 @@ script by path to call its testable `run(...)`.
 
 import importlib.util
 import os
+import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -17,7 +18,14 @@ def script_path(name: str) -> str:
 
 
 def load_script(name: str):
-  """Imports `scripts/<name>.py` as a module (not run as `__main__`)."""
+  """Imports `scripts/<name>.py` as a module (not run as `__main__`).
+
+  As when the script runs, its folder goes on `sys.path`, so that it can
+  import the scripts beside it (`import simulate`, `import demo`).
+  """
+  folder = os.path.dirname(script_path(name))
+  if folder not in sys.path:
+    sys.path.insert(0, folder)
   spec = importlib.util.spec_from_file_location(f"{name}_script",
                                                 script_path(name))
   module = importlib.util.module_from_spec(spec)
