@@ -2,9 +2,13 @@
 
 from typing import Any, Dict, Optional
 
+from absl import logging
 import tensorflow as tf
 
 from tf_preempt.plan.plan import Plan
+from tf_preempt.runtime import cross_device_ops
+from tf_preempt.runtime import failure_detection
+from tf_preempt.runtime import tf_internals
 from tf_preempt.strategies import _install
 
 
@@ -39,7 +43,10 @@ class PreemptiveMultiWorkerMirroredStrategy(
         (`TFConfigClusterResolver` if None).
       communication_options: optional
         `tf.distribute.experimental.CommunicationOptions`, the default options
-        of every collective (implementation, timeout).
+        of every collective (implementation, timeout). The coordination
+        service's heartbeat timeout is set from the collective timeout
+        (a third of it, 1-10 s), so that a dead worker is reported by name
+        before a collective times out anonymously.
       plan: an optional `tf_preempt.plan.Plan` for the gradient all-reduce;
         every worker must pass the same one.
       scheduler: the scheduler that plans all-reduces `plan` does not cover
@@ -54,6 +61,10 @@ class PreemptiveMultiWorkerMirroredStrategy(
       TypeError: if `plan` is not a `Plan`.
     """
     _install.check_arguments(plan, scheduler)
+    if cluster_resolver is None:
+      cluster_resolver = (
+          tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    _configure_heartbeat(cluster_resolver, communication_options)
     # Read by the Extended's constructor (see _install for why).
     self._collective_key_base = _install.next_collective_key_base()
     super().__init__(cluster_resolver=cluster_resolver,
@@ -87,6 +98,27 @@ class PreemptiveMultiWorkerMirroredStrategy(
     if axis is not None and _is_scalar(value):
       axis = None
     return super().reduce(reduce_op, value, axis)
+
+
+def _configure_heartbeat(cluster_resolver, communication_options) -> None:
+  """Sets the heartbeat so that a dead peer is named before a collective
+  times out (see `tf_preempt.runtime.failure_detection`)."""
+  timeout_s = getattr(communication_options, "timeout_seconds", None)
+  if timeout_s is None:
+    timeout_s = cross_device_ops.DEFAULT_TIMEOUT_SECONDS
+  heartbeat_s = failure_detection.heartbeat_timeout_s(timeout_s)
+  if tf_internals.configure_coordination_service(
+      cluster_resolver, heartbeat_timeout_ms=round(heartbeat_s * 1e3)):
+    return
+  configured_ms = tf_internals.configured_heartbeat_timeout_ms()
+  configured_s = (failure_detection.DEFAULT_HEARTBEAT_TIMEOUT_S
+                  if not configured_ms else configured_ms / 1e3)
+  if configured_ms is not None and configured_s > heartbeat_s:
+    logging.warning(
+        "The coordination service of this process was configured before "
+        "the strategy, with a %.1f s heartbeat timeout; a collective "
+        "timeout of %.1f s may then fire first, and its error does not name "
+        "the dead peer.", configured_s, timeout_s)
 
 
 def _is_scalar(value):

@@ -52,7 +52,8 @@ def train_until_peer_dies(victim, kill_after_s, timeout_seconds, stamp_path,
     num_workers: the cluster's size.
 
   Returns:
-    For a survivor: {"error_type", "error", "detect_s", "steps"}.
+    For a survivor: {"error_type", "error", "detect_s", "steps",
+    "heartbeat_ms"} (the coordination service's heartbeat timeout).
   """
   tf = _setup_tf()
   import keras  # pylint: disable=g-import-not-at-top
@@ -112,9 +113,11 @@ def train_until_peer_dies(victim, kill_after_s, timeout_seconds, stamp_path,
         os.path.exists(f"{stamp_path}.survivor-{t}")
         for t in range(num_workers)) < num_workers - 1:
       time.sleep(0.05)
+    from tf_preempt.runtime import tf_internals  # pylint: disable=g-import-not-at-top
     return {"error_type": type(e).__name__, "error": str(e)[-1500:],
             "detect_s": None if died_at is None else failed_at - died_at,
-            "steps": steps}
+            "steps": steps,
+            "heartbeat_ms": tf_internals.configured_heartbeat_timeout_ms()}
 
 
 def late_peer(late_task, delay_s, timeout_seconds):

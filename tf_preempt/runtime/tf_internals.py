@@ -81,7 +81,51 @@ from tensorflow.python.distribute import mirrored_strategy as _mirrored
 MirroredExtended = _mirrored.MirroredExtended
 CollectiveAllReduceExtended = _mwms.CollectiveAllReduceExtended
 StrategyBase = _distribute_lib.Strategy
+
+# --- collective_all_reduce_strategy.py (_initialize_multi_worker), which
+#     turns the coordination service on only if none is configured yet, with
+#     the service's default heartbeat timeout (10 s).
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2 as _coordination_config
+from tensorflow.python.distribute import multi_worker_util as _multi_worker_util
+from tensorflow.python.eager import context as _context
 # pylint: enable=g-direct-tensorflow-import,g-import-not-at-top,unused-import
+
+# The jobs MultiWorkerMirroredStrategy puts under the coordination service.
+_COORDINATED_JOBS = ("chief", "worker")
+
+
+def configured_heartbeat_timeout_ms():
+  """The coordination service's heartbeat timeout (ms; 0 is its default),
+  or None if no coordination service is configured in this process."""
+  config = _context.context().coordination_service
+  return None if config is None else int(config.heartbeat_timeout_in_ms)
+
+
+def configure_coordination_service(cluster_resolver, heartbeat_timeout_ms):
+  """Configures the coordination service as MultiWorkerMirroredStrategy
+  would, but with `heartbeat_timeout_ms`, before the strategy does.
+
+  Returns:
+    Whether it was configured here: False when there is no cluster, the
+    task is not a chief or worker, or a service is already configured
+    (TensorFlow configures it once per process).
+  """
+  if _context.context().coordination_service is not None:
+    return False
+  cluster_spec = _multi_worker_util.normalize_cluster_spec(
+      cluster_resolver.cluster_spec())
+  if (not cluster_spec.jobs or
+      cluster_resolver.task_type not in _COORDINATED_JOBS):
+    return False
+  jobs = [_coordination_config.CoordinatedJob(
+      name=job, num_tasks=cluster_spec.num_tasks(job))
+          for job in _COORDINATED_JOBS if job in cluster_spec.jobs]
+  _context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=_multi_worker_util.coordination_leader(cluster_spec),
+      coordinated_jobs=jobs,
+      heartbeat_timeout_in_ms=int(heartbeat_timeout_ms))
+  return True
 
 
 def launcher_all_gather(launcher, tensor, options):
