@@ -1,0 +1,197 @@
+"""Tests of the runtime execution model: hand-computed blocks and invariants."""
+
+import numpy as np
+import pytest
+
+from tf_preempt.plan import CostModel
+from tf_preempt.plan import SCHEDULERS
+from tf_preempt.plan import SPLIT_SCHEDULERS
+from tf_preempt.plan import TrainingDAG
+from tf_preempt.plan import make_plan
+from tf_preempt.plan import plan_from_groups
+from tf_preempt.plan import simulate
+from tf_preempt.plan import synthetic
+from tf_preempt.plan.execution import ExecutionModel
+from tf_preempt.plan.execution import execute
+
+# b1 [.., +2] -> t1 (4 bytes); b0 [.., +1] -> t0 (8 bytes); f0, f1 1 s each.
+_DAG = TrainingDAG.chain([1, 1], [1, 2], [8, 4])
+_COST = CostModel(alpha=1.0, beta=0.5)
+
+
+def _plan(dag, groups):
+  tensors = make_plan(dag, CostModel(0, 0), "fifo").tensors
+  return plan_from_groups(tensors, groups)
+
+
+_FIFO = _plan(_DAG, [[(1, 0, 4)], [(0, 0, 8)]])
+_PRIORITY = _plan(_DAG, [[(0, 0, 8)], [(1, 0, 4)]])
+
+
+def _dags():
+  rng = np.random.default_rng(7)
+  return ([synthetic.chain(10, rng), synthetic.residual(3, rng),
+           synthetic.transformer(2, rng)] +
+          [synthetic.random_small(rng) for _ in range(12)])
+
+
+def _plans(dag, cost):
+  for scheduler in list(SCHEDULERS) + list(SPLIT_SCHEDULERS):
+    if scheduler == "optimal" and len(dag.tensors) > 4:
+      continue  # the exact solver's state limit
+    yield scheduler, make_plan(dag, cost, scheduler)
+
+
+@pytest.mark.parametrize("cost", [CostModel(1e-3, 1e-9), CostModel(0, 1e-8),
+                                  CostModel(4e-3, 0)])
+def test_defaults_are_the_planner_simulator(cost):
+  for dag in _dags():
+    for scheduler, plan in _plans(dag, cost):
+      expected = simulate(dag, cost, plan)
+      got = execute(dag, cost, plan)
+      assert got.step_time == pytest.approx(expected.iteration_time,
+                                            rel=1e-9, abs=1e-12), scheduler
+      assert got.collective_end[0] == pytest.approx(expected.collective_end,
+                                                    rel=1e-9, abs=1e-12)
+
+
+def test_hand_computed_unrolled_block():
+  # K=1: f0 [0,1] f1 [1,2] | b1 [2,4] b0 [4,5] | t1 [4,7] t0 [7,12].
+  one = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=1))
+  assert one.op_end[0]["b0"] == 5
+  assert one.collective_launch == [[4, 7]]
+  assert one.collective_end == [[7, 12]]
+  assert one.block_time == 12 and one.step_time == 12
+  # K=2, step 2: f0 waits for t0 (12) [12,13], f1 [13,14], b1 [14,16],
+  # b0 [16,17]; t1 [16,19], t0 [19,24]. Block 24, 12 per step.
+  two = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=2))
+  assert two.op_start[1] == {"f0": 12, "f1": 13, "b1": 14, "b0": 16}
+  assert two.collective_end == [[7, 12], [19, 24]]
+  assert two.block_time == 24 and two.step_time == 12
+
+
+def test_next_step_waits_only_for_its_own_layer():
+  # Priority order, K=2: t0 [5,10], t1 [10,13]. Step 2's f0 reads t0 only
+  # and starts at 10, before t1 ends; f1 waits for t1 (13).
+  ex = execute(_DAG, _COST, _PRIORITY, ExecutionModel(unroll=2))
+  assert ex.collective_end[0] == [10, 13]
+  assert ex.op_start[1]["f0"] == 10 and ex.op_start[1]["f1"] == 13
+  # b1 [14,16], b0 [16,17]; t0 [17,22], t1 [22,25].
+  assert ex.block_time == 25 and ex.step_time == 12.5
+
+
+def test_barrier_between_blocks():
+  # With a barrier, one step is F + B + what is left of the collectives:
+  # longer than the steady-state iteration whenever the forward pass
+  # could have overlapped them (priority order here: 12 vs 13).
+  steady = simulate(_DAG, _COST, _PRIORITY).iteration_time
+  one = execute(_DAG, _COST, _PRIORITY, ExecutionModel(unroll=1))
+  assert steady == 12
+  assert one.step_time == 13  # F [0,2], B [2,5], t0 [5,10], t1 [10,13]
+
+
+def test_long_block_tends_to_the_steady_state():
+  # Every step after the first repeats the steady-state iteration exactly
+  # (credit 1, all-reduces: the channel is free when a backward starts).
+  cost = CostModel(2e-3, 2e-9)
+  for dag in _dags()[:6]:
+    for scheduler, plan in _plans(dag, cost):
+      if not plan.is_all_reduce:
+        continue
+      steady = simulate(dag, cost, plan).iteration_time
+      b2 = execute(dag, cost, plan, ExecutionModel(unroll=2)).block_time
+      b3 = execute(dag, cost, plan, ExecutionModel(unroll=3)).block_time
+      assert b3 - b2 == pytest.approx(steady, rel=1e-9), scheduler
+
+
+def test_credit_two_overlaps_the_fixed_cost():
+  # Credit 2, FIFO: t1 fixed [4,5] bytes [5,7]; t0 released at 5, fixed
+  # [5,6], its bytes queue behind t1's: [7,11]. Step 2: f0 [11,12],
+  # f1 [12,13], b1 [13,15], b0 [15,16]; t1 [15,16]+[16,18], t0 [16,17]
+  # +[18,22]. Block 22 against 24 with credit 1.
+  ex = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=2,
+                                                   max_collectives=2))
+  assert ex.collective_launch == [[4, 5], [15, 16]]
+  assert ex.collective_end == [[7, 11], [18, 22]]
+  assert ex.block_time == 22
+  one_at_a_time = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=2))
+  assert one_at_a_time.block_time == 24
+
+
+def test_credit_never_slows_a_plan_down_here():
+  cost = CostModel(3e-3, 1e-9)
+  for dag in _dags()[:6]:
+    for scheduler, plan in _plans(dag, cost):
+      one = execute(dag, cost, plan, ExecutionModel(unroll=2))
+      two = execute(dag, cost, plan, ExecutionModel(unroll=2,
+                                                    max_collectives=2))
+      assert two.block_time <= one.block_time + 1e-12, scheduler
+
+
+def test_byte_credit():
+  # 8 bytes of credit: t0 (8 B) cannot join t1 (4 B) in flight.
+  tight = execute(_DAG, _COST, _FIFO, ExecutionModel(
+      unroll=2, max_collectives=2, max_bytes=8))
+  assert tight.block_time == 24
+  loose = execute(_DAG, _COST, _FIFO, ExecutionModel(
+      unroll=2, max_collectives=2, max_bytes=12))
+  assert loose.block_time == 22
+  # A collective larger than the credit still runs when nothing else is.
+  tiny = execute(_DAG, _COST, _FIFO, ExecutionModel(
+      unroll=2, max_collectives=2, max_bytes=1))
+  assert tiny.block_time == 24
+
+
+def test_cpu_contention_stretches_compute_by_the_cpu_cost():
+  # Compute-bound chain: 5 s per op, collectives of 1 s (alpha only).
+  dag = TrainingDAG.chain([5, 5], [5, 5], [4, 4])
+  cost = CostModel(alpha=1.0, beta=0.0)
+  plan = _plan(dag, [[(1, 0, 4)], [(0, 0, 4)]])
+  free = execute(dag, cost, plan, ExecutionModel(unroll=1))
+  # F [0,10], b1 [10,15], t1 [15,16], b0 [15,20], t0 [20,21].
+  assert free.op_end[0]["b0"] == 20 and free.block_time == 21
+  busy = execute(dag, cost, plan, ExecutionModel(unroll=1, cpu=cost))
+  # t1's 1 s of CPU work stops b0 during [15,16]; t0 runs on an idle core.
+  assert busy.op_end[0]["b0"] == 21 and busy.block_time == 22
+  assert busy.cpu_seconds == pytest.approx(2.0)
+
+
+def test_cpu_share_slows_compute_in_proportion():
+  # Half of each collective is CPU work: b0 (1 s) overlaps t1 [4,7] at
+  # half speed and ends at 6 instead of 5; t0 waits for t1 (credit 1).
+  cpu = CostModel(alpha=0.5, beta=0.25)
+  ex = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=1, cpu=cpu))
+  assert ex.op_end[0]["b0"] == pytest.approx(6.0)
+  assert ex.collective_end == [[7, 12]]
+  # The CPU cost is capped at the collective's own duration.
+  capped = execute(_DAG, _COST, _FIFO, ExecutionModel(
+      unroll=1, cpu=CostModel(alpha=50.0, beta=50.0)))
+  full = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=1, cpu=_COST))
+  assert capped.block_time == full.block_time
+  assert full.op_end[0]["b0"] == pytest.approx(8.0)  # stopped over [4,7]
+
+
+def test_block_overhead_is_added_once_per_block():
+  ex = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=2,
+                                                  block_overhead=3.0))
+  assert ex.block_time == 27 and ex.step_time == 13.5
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"unroll": 0}, {"unroll": 1.5}, {"max_collectives": 0},
+    {"max_bytes": 0}, {"cpu": (1e-3, 1e-9)}, {"block_overhead": -1.0},
+    {"block_overhead": 1.0},  # needs unroll: the steady state has no block
+])
+def test_bad_models_are_rejected(kwargs):
+  with pytest.raises(ValueError):
+    ExecutionModel(**kwargs)
+
+
+def test_describe_names_every_setting():
+  text = ExecutionModel(unroll=2, max_collectives=2, max_bytes=1 << 20,
+                        cpu=CostModel(1.8e-3, 4e-9),
+                        block_overhead=5e-3).describe()
+  for part in ("K=2", "2 collective(s) in flight", "1048576 B",
+               "1.800 ms", "4.000 ns/B", "5.000 ms"):
+    assert part in text
+  assert "no compute time" in ExecutionModel().describe()
