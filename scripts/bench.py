@@ -45,6 +45,10 @@ def define_flags() -> None:
                        "second row).")
   flags.DEFINE_integer("batch_size", 48, "Global batch size.")
   flags.DEFINE_float("timeout_s", 300.0, "Time limit of each run.")
+  flags.DEFINE_integer("pace_profile_steps", 0,
+                       "> 0: the pace row profiles this many steps and "
+                       "re-plans from the measurements (--profile_steps of "
+                       "scripts/train.py); 0: plan from the gradient sizes.")
 
 
 def _check(f) -> None:
@@ -62,6 +66,12 @@ def _check(f) -> None:
   if f.unroll < 1 or f.steps % f.unroll or f.warmup_steps >= f.steps:
     raise app.UsageError("--unroll must divide --steps, and --warmup_steps "
                          "be fewer than --steps")
+  if f.pace_profile_steps and (f.pace_profile_steps % f.unroll or
+                               f.warmup_steps < f.pace_profile_steps +
+                               f.unroll):
+    raise app.UsageError("--pace_profile_steps must be a multiple of "
+                         "--unroll, and --warmup_steps cover it and one "
+                         "more block (the re-traced one)")
   if f.workers < 1 or f.batch_size % f.workers or f.repeats < 1:
     raise app.UsageError("--batch_size must be a multiple of --workers; "
                          "--repeats positive")
@@ -82,6 +92,7 @@ def main(argv: Sequence[str]) -> None:
                batch_size=f.batch_size, command=command,
                train_script=os.path.join(_SCRIPTS, "train.py"),
                timeout_s=f.timeout_s,
+               pace_profile_steps=f.pace_profile_steps,
                log=lambda m: print(m, flush=True))
   except RuntimeError as e:
     print(f"bench: {e}", file=sys.stderr)

@@ -166,6 +166,7 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
           "median_step_s": max(medians), "worker_medians": medians,
           "examples_per_s": batch_size / max(medians),
           "final_loss": stats[0]["final_loss"], "plan": stats[0]["plan"],
+          "plan_json": stats[0].get("plan_json"),
           "timed_steps": stats[0]["timed_steps"],
           "profile": stats[0].get("profile"),
           "elapsed_s": elapsed_s}

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tf_preempt.bench import results
+from tf_preempt.plan.plan import Plan
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -31,13 +32,21 @@ def test_schedulers_must_include_the_reference(tmp_path):
   assert "tf_default" in result.stderr
 
 
+def test_profiling_must_fit_in_the_untimed_steps(tmp_path):
+  result = _bench(["--pace_profile_steps=4", "--warmup_steps=4",
+                   "--unroll=2", f"--out={tmp_path}"], timeout=60)
+  assert result.returncode != 0
+  assert "--pace_profile_steps" in result.stderr
+
+
 @pytest.mark.slow
 def test_tiny_bench_writes_every_output(tmp_path):
   # Loopback: the smoke test must not need root or tc.
   result = _bench(["--bandwidth=", "--schedulers=tf_default,pace",
-                   "--repeats=1", "--steps=4", "--warmup_steps=2",
-                   "--unroll=2", "--batch_size=4", "--timeout_s=60",
-                   f"--out={tmp_path}"], timeout=180)
+                   "--repeats=1", "--steps=8", "--warmup_steps=4",
+                   "--pace_profile_steps=2",
+                   "--unroll=2", "--batch_size=4", "--timeout_s=90",
+                   f"--out={tmp_path}"], timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(tmp_path / "results.json") as f:
     out = json.load(f)
@@ -49,3 +58,18 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert (tmp_path / "results.md").read_text().count("| pace@2") == 1
   assert (tmp_path / "timeline.png").stat().st_size > 0
   assert (tmp_path / "traces" / "pace_k2.worker-0.json").exists()
+  # What the simulator's validation reads: the plans that ran, the cost
+  # model of all-reduces timed alone, the pace row's profile.
+  for row, scheduler in (("tf_default@2", "tf_default"), ("pace@2", "pace")):
+    plan = Plan.from_json((tmp_path / "plans" / f"{row}.json").read_text())
+    assert plan.scheduler == scheduler and plan.tensors
+  with open(tmp_path / "cost_model.json") as f:
+    cost_model = json.load(f)
+  assert len(cost_model["samples"]) == 4
+  assert cost_model["alpha"] >= 0 and cost_model["beta"] > 0
+  with open(tmp_path / "details.json") as f:
+    details = json.load(f)
+  (pace_run,) = [r for r in details["runs"] if r["name"] == "pace@2"]
+  assert pace_run["profile"]["cost_model"]["beta"] >= 0
+  assert pace_run["profile"]["forward_s"] > 0
+  assert "profiled steps" in details["settings"]["pace@2"]["description"]

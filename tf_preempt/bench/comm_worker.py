@@ -8,7 +8,9 @@ Run as every worker of a TF_CONFIG cluster (`tf_preempt.launch`). Builds
 (`tf_preempt.profile.online.time_collectives`), one all-reduce of as many
 float32 bytes as the model has gradients: the one pack stock TensorFlow
 sends, the least communication a step can do (each further collective adds
-its fixed cost). Prints one JSON line: {"comm_s", "nbytes", "model"}.
+its fixed cost). It also times all-reduces of 1/64, 1/16 and 1/4 of those
+bytes, for an alpha-beta fit of a collective that runs alone. Prints one
+JSON line: {"comm_s", "nbytes", "model", "samples": {nbytes: seconds}}.
 """
 
 import json
@@ -17,6 +19,9 @@ from typing import Sequence
 
 from absl import app
 from absl import flags
+
+# The all-reduce sizes timed: the gradients' bytes divided by these.
+SIZE_DIVISORS = (64, 16, 4, 1)
 
 flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
 flags.DEFINE_integer("repeats", 20, "Timed all-reduces (median).")
@@ -39,12 +44,17 @@ def main(argv: Sequence[str]) -> None:
   nbytes = int(sum(4 * np.prod(v.shape) for v in model.trainable_variables))
   nbytes -= nbytes % 4
   # One untimed call per size first (tracing, connection set-up), then the
-  # median of the timed ones; time_collectives does both.
-  timings = online.time_collectives(strategy.cross_device_ops, sizes=[nbytes],
+  # median of the timed ones; time_collectives does both. The smaller sizes
+  # (1/64 to 1/4 of the gradients) are for the alpha-beta fit of one
+  # collective timed alone.
+  sizes = sorted({max(4, (nbytes // d) // 4 * 4) for d in SIZE_DIVISORS})
+  timings = online.time_collectives(strategy.cross_device_ops, sizes=sizes,
                                     repeats=flags.FLAGS.repeats)
   del tf  # Imported so that a broken install fails here, not in the strategy.
   print(json.dumps({"comm_s": timings[nbytes], "nbytes": nbytes,
-                    "model": flags.FLAGS.model}), flush=True)
+                    "model": flags.FLAGS.model,
+                    "samples": {str(b): t for b, t in timings.items()}}),
+        flush=True)
 
 
 if __name__ == "__main__":

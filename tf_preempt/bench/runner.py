@@ -46,18 +46,27 @@ class Setting:
   unroll: int = 1
   args: Tuple[str, ...] = ()
   description: str = ""
+  profile_steps: int = 0  # > 0: profile and re-plan first (pace only).
 
 
 def settings_of(schedulers: Sequence[str], unroll: int,
                 pack_bytes: Optional[int] = None,
-                credit_bytes: Optional[int] = None) -> List[Setting]:
+                credit_bytes: Optional[int] = None,
+                pace_profile_steps: int = 0) -> List[Setting]:
   """The rows: each baseline at K=1 and K=`unroll`, pace at K=`unroll`."""
   out = []
   for s in schedulers:
     args, desc = _scheduler_args(s, pack_bytes, credit_bytes)
+    profile_steps = pace_profile_steps if s == "pace" else 0
+    if profile_steps:
+      desc = (f"PACE plan re-planned after {profile_steps} profiled steps "
+              "(measured compute, alpha-beta fitted from timed all-reduces "
+              "and the scheduler op's records); the first plan from the "
+              "gradient sizes")
     ks = (unroll,) if s == "pace" else sorted({1, unroll})
     for k in ks:
-      out.append(Setting(results_lib.row_name(s, k), s, k, args, desc))
+      out.append(Setting(results_lib.row_name(s, k), s, k, args, desc,
+                         profile_steps))
   return out
 
 
@@ -137,6 +146,8 @@ class Bench:
     self.train_script = train_script
     self.log = log
     self.runs: List[Dict[str, Any]] = []
+    # {nbytes: [seconds]} of all-reduces timed alone (comm-alone runs).
+    self.comm_samples: Dict[int, List[float]] = {}
 
   def run(self, setting: Setting, tag: str = "") -> float:
     """Runs `setting` once; returns its step (or all-reduce) seconds."""
@@ -155,15 +166,43 @@ class Bench:
           batch_size=self.batch_size, steps=self.steps,
           warmup_steps=self.warmup_steps, num_workers=self.num_workers,
           link=self.link, timeout_s=self.timeout_s,
+          profile_steps=setting.profile_steps,
           extra_args=list(setting.args) + [f"--timeline={trace}"])
       value = r["median_step_s"]
       extra = {"collectives": (r["plan"] or {}).get("collectives"),
                "final_loss": r["final_loss"]}
+      if r.get("profile"):
+        extra["profile"] = r["profile"]
+      if r.get("plan_json") and not tag.startswith("pre-pass"):
+        self._write_plan(setting.name, r["plan_json"])
     self.log(f"  {value * 1e3:.1f} ms ({time.perf_counter() - start:.0f} s)")
     self.runs.append(dict(name=setting.name, args=list(setting.args),
                           value_s=value, load_before=load, tag=tag.strip(),
                           **extra))
     return value
+
+  def _write_plan(self, name: str, plan_json: str) -> None:
+    # The latest run's plan: plans from the sizes are the same in every
+    # run; a re-planned one can differ, and the row's details keep each
+    # run's plan summary.
+    plans = os.path.join(self.out_dir, "plans")
+    os.makedirs(plans, exist_ok=True)
+    with open(os.path.join(plans, f"{name}.json"), "w") as f:
+      f.write(plan_json)
+
+  def cost_model(self) -> Optional[Dict[str, Any]]:
+    """alpha-beta fitted over the medians of the all-reduces timed alone."""
+    from tf_preempt.plan import cost  # pylint: disable=g-import-not-at-top
+    medians = {b: statistics.median(t) for b, t in self.comm_samples.items()}
+    if len(medians) < 2:
+      return None
+    fitted = cost.CostModel.fit(list(medians), list(medians.values()))
+    return {"alpha": fitted.alpha, "beta": fitted.beta,
+            "samples": {str(b): t for b, t in sorted(medians.items())},
+            "source": "one float32 all-reduce at a time, no compute, "
+                      "through the multi-worker strategy on the benchmark's "
+                      "link (tf_preempt.bench.comm_worker); median of each "
+                      "size over the repeats, least squares"}
 
   def _launch(self, command: Sequence[str], link) -> List[Dict[str, Any]]:
     from tf_preempt import launch  # pylint: disable=g-import-not-at-top
@@ -189,7 +228,13 @@ class Bench:
     stats = self._launch([sys.executable, "-m",
                           "tf_preempt.bench.comm_worker",
                           f"--model={self.model}"], link=self.link)
-    return max(s["comm_s"] for s in stats), {"nbytes": stats[0]["nbytes"]}
+    # The collectives are synchronous: the slowest worker's time is theirs.
+    samples = {int(b): max(s["samples"][b] for s in stats)
+               for b in stats[0]["samples"]}
+    for b, t in samples.items():
+      self.comm_samples.setdefault(b, []).append(t)
+    return max(s["comm_s"] for s in stats), {"nbytes": stats[0]["nbytes"],
+                                             "samples": samples}
 
 
 def pick_best(bench: Bench, scheduler: str, flag: str,
@@ -208,7 +253,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         warmup_steps: int, schedulers: Sequence[str], repeats: int,
         out_dir: str, unroll: int, batch_size: int, command: str,
         train_script: str, timeout_s: float = 300.0,
-        log=print) -> Dict[str, Any]:
+        pace_profile_steps: int = 0, log=print) -> Dict[str, Any]:
   """The whole benchmark; writes results.json, results.md, timeline.png.
 
   Returns:
@@ -231,7 +276,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   if "bytescheduler" in schedulers:
     credit, prepass["bytescheduler credit_bytes"] = pick_best(
         bench, "bytescheduler", "credit_bytes", CREDIT_BYTES)
-  rows = settings_of(schedulers, unroll, pack, credit)
+  rows = settings_of(schedulers, unroll, pack, credit, pace_profile_steps)
   order = rows + [Setting(COMPUTE), Setting(COMM)]
   # The pre-pass runs are not rows' runs: keep only what follows.
   first_row_run = len(bench.runs)
@@ -263,6 +308,10 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
              "warmup_steps": warmup_steps, "repeats": repeats}
   with open(os.path.join(out_dir, "details.json"), "w") as f:
     json.dump(details, f, indent=1)
+  cost_model = bench.cost_model()
+  if cost_model is not None:
+    with open(os.path.join(out_dir, "cost_model.json"), "w") as f:
+      json.dump(cost_model, f, indent=1)
   timeline.plot_directory(
       out_dir, [s.name for s in rows],
       title=f"{model}, global batch {batch_size}, {num_workers} workers, "

@@ -393,6 +393,8 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       "final_loss": float(losses[-1]) if losses else None,
       "elapsed_s": elapsed,
       "plan": plan.summary() if plan is not None else None,
+      # The whole plan, so that a benchmark can simulate what ran.
+      "plan_json": plan.to_json() if plan is not None else None,
       "scheduler_op": bool(getattr(ops, "uses_scheduler_op", False)),
       "mixed_precision": config.mixed_precision,
       "intra_op_threads": threading.get_intra_op_parallelism_threads(),
@@ -404,12 +406,23 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
     else:
       # The block after the re-plan traces again; it is in "step_s" and,
       # unless --warmup_blocks covers it, in the median.
+      result = replanner.result
       stats["profile"] = {
           "summary": replanner.summary,
           "warmup_step_s": replanner.warmup_step_s,
           "replanned_step_s": replanner.replanned_step_s,
-          "plan": (replanner.result.plan.summary()
-                   if replanner.result is not None else None),
+          "plan": result.plan.summary() if result is not None else None,
+          "from_cache": result.from_cache if result is not None else None,
+          "forward_s": getattr(result, "forward_s", None),
+          "backward_s": getattr(result, "backward_s", None),
+          "cost_model": ({"alpha": result.cost.alpha,
+                          "beta": result.cost.beta}
+                         if getattr(result, "cost", None) is not None
+                         else None),
+          "collective_seconds": ({str(k): v for k, v in
+                                  result.collective_seconds.items()}
+                                 if getattr(result, "collective_seconds",
+                                            None) else None),
       }
   if model_dir is not None:
     stats["model_dir"] = model_dir
