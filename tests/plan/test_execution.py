@@ -1,11 +1,15 @@
 """Tests of the runtime execution model: hand-computed blocks and invariants."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from tf_preempt.plan import CostModel
+from tf_preempt.plan import Op
 from tf_preempt.plan import SCHEDULERS
 from tf_preempt.plan import SPLIT_SCHEDULERS
+from tf_preempt.plan import TensorInfo
 from tf_preempt.plan import TrainingDAG
 from tf_preempt.plan import make_plan
 from tf_preempt.plan import plan_from_groups
@@ -195,3 +199,62 @@ def test_describe_names_every_setting():
                "1.800 ms", "4.000 ns/B", "5.000 ms"):
     assert part in text
   assert "no compute time" in ExecutionModel().describe()
+
+
+def _two_tensors_one_producer():
+  # f [0,1], b [1,2]; t0 and t1 both ready at 2, both read by f.
+  ops = [Op("f", "forward", 1.0), Op("b", "backward", 1.0)]
+  tensors = [TensorInfo("t0", 4, "b", ("f",)), TensorInfo("t1", 4, "b", ("f",))]
+  dag = TrainingDAG(ops, [], tensors)
+  return dag, _plan(dag, [[(0, 0, 4)], [(1, 0, 4)]])
+
+
+def test_collectives_in_flight_share_the_core():
+  dag, plan = _two_tensors_one_producer()
+  cost = CostModel(alpha=1.0, beta=0.0)
+  two = ExecutionModel(unroll=1, max_collectives=2)
+  # Without CPU cost both fixed costs overlap: [2,3] each.
+  assert execute(dag, cost, plan, two).collective_end == [[3, 3]]
+  # All of alpha is CPU work: the two share the one core and end at 4,
+  # no earlier than one at a time.
+  both = execute(dag, cost, plan, dataclasses.replace(two, cpu=cost))
+  assert both.collective_end == [[4, 4]]
+  one = execute(dag, cost, plan, ExecutionModel(unroll=1, cpu=cost))
+  assert one.collective_end == [[3, 4]]
+
+
+def test_comm_cpu_share_while_computing():
+  dag = TrainingDAG.chain([5, 5], [5, 5], [4, 4])
+  cost = CostModel(alpha=1.0, beta=0.0)
+  plan = _plan(dag, [[(1, 0, 4)], [(0, 0, 4)]])
+  # Fair time-slicing: t1's 1 s of CPU work overlaps b0 [15, ..] at half
+  # the core, so t1 ends at 17 (not 16); b0 still loses 1 s of core.
+  fair = execute(dag, cost, plan, ExecutionModel(unroll=1, cpu=cost,
+                                                 comm_cpu_share=0.5))
+  assert fair.collective_end == [[17, 22]]
+  assert fair.op_end[0]["b0"] == 21
+  first = execute(dag, cost, plan, ExecutionModel(unroll=1, cpu=cost))
+  assert first.collective_end == [[16, 22]]
+
+
+def test_bytes_slow_down_without_their_core_share():
+  # beta 1 s/B, half of it CPU work; the collectives get a quarter of the
+  # core while b0 (5 s) computes. t1 (4 B) starts at 15 at half speed;
+  # b0 runs at 0.75 and ends at 15 + 5/0.75; t1 has 4 - 5/0.75/2 left,
+  # then runs at full speed; t0 (4 s) follows (credit 1).
+  dag = TrainingDAG.chain([5, 5], [5, 5], [4, 4])
+  cost = CostModel(alpha=0.0, beta=1.0)
+  plan = _plan(dag, [[(1, 0, 4)], [(0, 0, 4)]])
+  ex = execute(dag, cost, plan, ExecutionModel(
+      unroll=1, cpu=CostModel(0.0, 0.5), comm_cpu_share=0.25))
+  b0_end = 15 + 5 / 0.75
+  t1_end = b0_end + (4 - (b0_end - 15) * 0.5)
+  assert ex.op_end[0]["b0"] == pytest.approx(b0_end)
+  assert ex.collective_end[0] == pytest.approx([t1_end, t1_end + 4])
+  assert ex.cpu_seconds == pytest.approx(4.0)  # 0.5 s/B x 8 B
+
+
+def test_bad_share_is_rejected():
+  for share in (0.0, 1.5, -0.1):
+    with pytest.raises(ValueError):
+      ExecutionModel(comm_cpu_share=share)

@@ -20,25 +20,28 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   collective costs `alpha + beta * bytes` alone; in flight, its fixed part
   `alpha` (start-up, handshakes) overlaps whatever else is in flight, but
   its bytes queue behind earlier collectives' bytes on the one link (FIFO,
-  in release order). The traces show FIFO rather than fair sharing: a
+  in the order their fixed parts end). The traces show FIFO rather than fair sharing: a
   295 KB all-reduce released 20 ms after a 2 MB one ends after it.
   With a credit of 1 this is exactly the planner's channel.
-- **CPU contention.** A collective of s bytes takes `cpu.alpha +
-  cpu.beta * s` seconds of the compute core (gRPC serialisation, copies,
-  the reduction), spread evenly over its fixed part and its byte part
-  respectively. The collectives' CPU work has priority (it is woken by the
-  network; the OS favours woken threads), so while a collective runs every
-  compute op progresses at rate 1 - (sum of the running collectives' CPU
-  fractions), at least 0; the collectives are not slowed. A step whose
-  compute overlaps the collectives is therefore longer by their CPU time,
-  while communication that runs when the core is idle costs nothing extra.
+- **CPU contention.** A collective of s bytes needs `cpu.alpha +
+  cpu.beta * s` seconds of the compute core (gRPC's threads: set-up,
+  serialisation, copies, the reduction). Its fixed cost `alpha` is its CPU
+  part `cpu.alpha` (on the core, first) then the rest (latency, no
+  resource); its bytes move at the link's speed only while it gets the
+  core share `cpu.beta / beta` they need, slower with less. The core is
+  shared as a fluid: the collectives' CPU work gets `comm_cpu_share` of it
+  while compute runs (1: it preempts the compute; 0.5: fair time-slicing)
+  and all of it otherwise, divided max-min fairly between collectives; the
+  compute gets the rest. So the CPU parts of collectives in flight add up
+  instead of overlapping, compute that overlaps communication is slowed by
+  its CPU work, and communication on an otherwise idle core costs nothing
+  extra.
 
 Pure numpy, an event-driven simulation; for validation and what-ifs, not
 for the planner's inner loop.
 """
 
 import dataclasses
-import heapq
 import math
 from typing import Dict, List, Optional
 
@@ -67,6 +70,10 @@ class ExecutionModel:
       its size; None: communication takes no compute time. Its fixed and
       per-byte parts are capped at the collective's own (`cost`) parts: the
       work of a collective cannot outlast the collective timed alone.
+    comm_cpu_share: the share of the core the collectives' CPU work gets
+      while compute also runs, in (0, 1]: 1, they preempt the compute; 0.5,
+      fair time-slicing; smaller, the compute thread keeps the core and the
+      collectives' threads wait for it. Alone, they get the whole core.
     block_overhead: seconds added once per block (needs `unroll`): what
       follows the barrier before the next block's first op (the function's
       return, the training loop, the next call's dispatch).
@@ -75,6 +82,7 @@ class ExecutionModel:
   max_collectives: int = 1
   max_bytes: Optional[int] = None
   cpu: Optional[cost_lib.CostModel] = None
+  comm_cpu_share: float = 1.0
   block_overhead: float = 0.0
 
   def __post_init__(self):
@@ -88,6 +96,9 @@ class ExecutionModel:
       raise ValueError(f"max_bytes={self.max_bytes!r} must be None or > 0.")
     if self.cpu is not None and not isinstance(self.cpu, cost_lib.CostModel):
       raise ValueError(f"cpu={self.cpu!r} must be None or a CostModel.")
+    if not 0 < self.comm_cpu_share <= 1:
+      raise ValueError(f"comm_cpu_share={self.comm_cpu_share!r} must be in "
+                       "(0, 1].")
     if not (math.isfinite(self.block_overhead) and self.block_overhead >= 0):
       raise ValueError(f"block_overhead={self.block_overhead!r} must be "
                        "finite and >= 0.")
@@ -107,7 +118,9 @@ class ExecutionModel:
       parts.append("communication takes no compute time")
     else:
       parts.append(f"collective CPU cost {self.cpu.alpha * 1e3:.3f} ms + "
-                   f"{self.cpu.beta * 1e9:.3f} ns/B on the compute core")
+                   f"{self.cpu.beta * 1e9:.3f} ns/B on the compute core, "
+                   f"{self.comm_cpu_share:.3g} of the core while compute "
+                   "runs")
     if self.block_overhead:
       parts.append(f"{self.block_overhead * 1e3:.3f} ms per block after "
                    "the barrier")
@@ -143,27 +156,38 @@ class Execution:
 
 
 class _Collective:
-  """One collective instance of one step, and its progress."""
+  """One collective instance of one step, and its progress.
 
-  __slots__ = ("step", "index", "nbytes", "fixed", "bytes_s", "gates",
-               "waiting", "launch", "fixed_end", "bytes_start", "end",
-               "cpu_fixed", "cpu_bytes")
+  Stages, in order: "cpu" (the fixed CPU work, on the core), "latency" (the
+  rest of the fixed cost, no resource), "queued" (waiting for the link),
+  "bytes" (on the link; per-byte CPU work on the core), "done".
+  """
 
-  def __init__(self, step, index, nbytes, fixed, bytes_s, gates, waiting,
-               cpu_fixed, cpu_bytes):
+  __slots__ = ("step", "index", "nbytes", "cpu_s", "latency_s", "bytes_s",
+               "f_bytes", "gates", "waiting", "stage", "left", "launch",
+               "end")
+
+  def __init__(self, step, index, nbytes, cpu_s, latency_s, bytes_s, f_bytes,
+               gates, waiting):
     self.step, self.index, self.nbytes = step, index, nbytes
-    self.fixed, self.bytes_s = fixed, bytes_s
+    self.cpu_s, self.latency_s, self.bytes_s = cpu_s, latency_s, bytes_s
+    self.f_bytes = f_bytes  # core share the bytes need at full link speed
     self.gates = gates  # forward op instances whose reduction this ends
     self.waiting = waiting  # producer ops not yet ended
-    self.cpu_fixed, self.cpu_bytes = cpu_fixed, cpu_bytes
-    self.launch = self.fixed_end = self.bytes_start = self.end = None
+    self.stage = None
+    self.left = 0.0
+    self.launch = self.end = None
 
 
-def _fraction(cpu: float, own: float) -> float:
-  """Share of the core a collective's part takes while it runs."""
-  if own <= 0:
-    return 0.0
-  return min(1.0, cpu / own)
+def _water_fill(demands: List[float], available: float) -> List[float]:
+  """Max-min fair shares of `available` for `demands` (each capped)."""
+  out = [0.0] * len(demands)
+  left = available
+  order = sorted(range(len(demands)), key=lambda i: demands[i])
+  for n, i in enumerate(order):
+    out[i] = min(demands[i], left / (len(order) - n))
+    left -= out[i]
+  return out
 
 
 def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
@@ -228,17 +252,21 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
     if BACKWARD not in runs[s]:
       continue
     for k, c in enumerate(plan.collectives):
-      own = cost if c.kind == plan_lib.ALL_REDUCE else phase_cost
-      fixed, bytes_s = own.alpha, own.beta * c.nbytes
-      f_fixed = _fraction(cpu.alpha, cost.alpha) if cpu else 0.0
-      f_bytes = _fraction(cpu.beta, cost.beta) if cpu else 0.0
+      split = c.kind != plan_lib.ALL_REDUCE
+      own = phase_cost if split else cost
+      # A split phase does half of the CPU work too, as it does of alpha.
+      cpu_s = 0.0
+      f_bytes = 0.0
+      if cpu is not None:
+        cpu_s = min(cpu.alpha, cost.alpha) * (0.5 if split else 1.0)
+        f_bytes = min(1.0, cpu.beta / cost.beta) if cost.beta > 0 else 0.0
       gates = []
       if c.kind != plan_lib.REDUCE_SCATTER and s + 1 < steps:
         for t in c.tensors:
           gates.extend((s + 1, j) for j in consumers[t])
       prods = sorted({producer[t] for t in c.tensors})
-      coll = _Collective(s, k, c.nbytes, fixed, bytes_s, gates, len(prods),
-                         f_fixed, f_bytes)
+      coll = _Collective(s, k, c.nbytes, cpu_s, own.alpha - cpu_s,
+                         own.beta * c.nbytes, f_bytes, gates, len(prods))
       colls.append(coll)
       for p in prods:
         by_producer.setdefault((s, p), []).append(coll)
@@ -251,12 +279,10 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
   op_start = [dict() for _ in range(steps)]
   op_end = [dict() for _ in range(steps)]
   done = {key: 0 for key in count}
-  events = []  # (time, seq, kind, collective): collective phase ends
-  seq = 0
   next_release = 0
   in_flight: List[_Collective] = []
-  link_queue: List[_Collective] = []  # fixed part done, waiting for link
-  link_busy = None
+  link_queue: List[_Collective] = []  # fixed cost paid, waiting for link
+  on_link: List[_Collective] = []  # at most one: the link is FIFO
   t = 0.0
   cpu_seconds = 0.0
   ready_ops = [key for key, w in waiting.items() if w == 0]
@@ -285,19 +311,27 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
     for coll in by_producer.get(key, ()):
       coll.waiting -= 1
 
-  def push(time, kind, coll):
-    nonlocal seq
-    heapq.heappush(events, (time, seq, kind, coll))
-    seq += 1
-
-  def start_bytes(coll, now):
-    nonlocal link_busy
-    link_busy = coll
-    coll.bytes_start = now
-    push(now + coll.bytes_s, "end", coll)
+  def advance(coll, now):
+    """Moves `coll` past every stage of zero work left; True if it moved."""
+    moved = False
+    while coll.left <= 0 and coll.stage != "done":
+      moved = True
+      if coll.stage == "cpu":
+        coll.stage, coll.left = "latency", coll.latency_s
+      elif coll.stage == "latency":
+        coll.stage, coll.left = "queued", math.inf
+        link_queue.append(coll)
+      elif coll.stage == "bytes":
+        coll.stage, coll.end = "done", now
+        on_link.remove(coll)
+        in_flight.remove(coll)
+        for g in coll.gates:
+          resolve(g)
+    return moved
 
   while True:
-    # Release what the order and the credit allow, start what is ready.
+    # Settle time t: release what the order and the credit allow, start
+    # ready ops, and end every op and stage with no work left.
     progressed = True
     while progressed:
       progressed = False
@@ -305,6 +339,10 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         key = ready_ops.pop()
         op_start[key[0]][names[key[1]]] = t
         remaining[key] = dag.ops[key[1]].duration
+      for key in [k for k, r in remaining.items() if r <= 0]:
+        del remaining[key]
+        end_op(key, t)
+        progressed = True
       while next_release < len(colls):
         coll = colls[next_release]
         if coll.waiting:
@@ -316,53 +354,65 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
              model.max_bytes)):
           break
         coll.launch = t
+        coll.stage, coll.left = "cpu", coll.cpu_s
         in_flight.append(coll)
-        push(t + coll.fixed, "fixed", coll)
         next_release += 1
-      # Zero-length ops and phases end now.
-      for key in [k for k, r in remaining.items() if r <= 0]:
-        del remaining[key]
-        end_op(key, t)
         progressed = True
-      while events and events[0][0] <= t:
-        _, _, kind, coll = heapq.heappop(events)
+      for coll in list(in_flight):
+        progressed |= advance(coll, t)
+      if not on_link and link_queue:
+        coll = link_queue.pop(0)
+        coll.stage, coll.left = "bytes", coll.bytes_s
+        on_link.append(coll)
         progressed = True
-        if kind == "fixed":
-          coll.fixed_end = t
-          link_queue.append(coll)
-        else:
-          coll.end = t
-          link_busy = None
-          in_flight.remove(coll)
-          for g in coll.gates:
-            resolve(g)
-        if link_busy is None and link_queue:
-          start_bytes(link_queue.pop(0), t)
-      if ready_ops:
-        progressed = True
+      progressed |= bool(ready_ops)
 
-    if not remaining and not events:
+    if not remaining and not in_flight:
       break
-    # The compute rate until the next event.
-    stolen = 0.0
+    # Rates until the next event. The collectives' CPU work gets the share
+    # of the core the model gives it while compute runs, all of it else.
+    computing = bool(remaining)
+    demand = []
     for coll in in_flight:
-      if coll.fixed_end is None:
-        stolen += coll.cpu_fixed
-      elif coll.bytes_start is not None:
-        stolen += coll.cpu_bytes
-    rate = max(0.0, 1.0 - stolen)
-    t_next = events[0][0] if events else math.inf
-    if remaining and rate > 0:
-      t_next = min(t_next, t + min(remaining.values()) / rate)
-    if not math.isfinite(t_next):
-      raise RuntimeError("execute: no event can happen (a dependency cycle "
+      if coll.stage == "cpu":
+        demand.append(1.0)
+      elif coll.stage == "bytes" and coll.f_bytes > 0:
+        demand.append(coll.f_bytes)
+      else:
+        demand.append(0.0)
+    alloc = _water_fill(demand, model.comm_cpu_share if computing else 1.0)
+    used = sum(alloc)
+    compute_rate = max(0.0, 1.0 - used)
+    rates = []
+    for coll, a in zip(in_flight, alloc):
+      if coll.stage == "cpu":
+        rates.append(a)
+      elif coll.stage == "latency":
+        rates.append(1.0)
+      elif coll.stage == "bytes":
+        rates.append(1.0 if coll.f_bytes <= 0 else a / coll.f_bytes)
+      else:
+        rates.append(0.0)
+    dt = math.inf
+    if remaining and compute_rate > 0:
+      dt = min(remaining.values()) / compute_rate
+    for coll, r in zip(in_flight, rates):
+      if r > 0:
+        dt = min(dt, coll.left / r)
+    if not math.isfinite(dt):
+      raise RuntimeError("execute: nothing can progress (a dependency cycle "
                          "between the plan and the DAG?)")
-    dt = t_next - t
-    cpu_seconds += min(stolen, 1.0) * dt
+    t_next = t + dt
+    cpu_seconds += used * dt
+    # Round-off must not leave work a few ulps short of its end.
+    eps = 1e-12 * max(1.0, t_next)
     for key in remaining:
-      left = remaining[key] - rate * dt
-      # Round-off must not leave an op a few ulps short of its end.
-      remaining[key] = 0.0 if left <= 1e-12 * max(1.0, t_next) else left
+      left = remaining[key] - compute_rate * dt
+      remaining[key] = 0.0 if left <= eps else left
+    for coll, r in zip(in_flight, rates):
+      if r > 0:
+        left = coll.left - r * dt
+        coll.left = 0.0 if left <= eps else left
     t = t_next
 
   if next_release < len(colls):
