@@ -258,3 +258,22 @@ def test_bad_share_is_rejected():
   for share in (0.0, 1.5, -0.1):
     with pytest.raises(ValueError):
       ExecutionModel(comm_cpu_share=share)
+
+
+def test_share_is_per_collective_while_computing():
+  # Two collectives whose CPU work (1 s each) overlaps a 10 s backward op:
+  # with a share of 0.25 each progresses at 0.25 and the op at 0.5.
+  ops = [Op("f", "forward", 1.0), Op("b1", "backward", 1.0),
+         Op("b0", "backward", 10.0)]
+  tensors = [TensorInfo("t0", 4, "b0", ("f",)),
+             TensorInfo("t1", 4, "b1", ("f",)),
+             TensorInfo("t2", 4, "b1", ("f",))]
+  dag = TrainingDAG(ops, [("b1", "b0")], tensors)
+  plan = _plan(dag, [[(1, 0, 4)], [(2, 0, 4)], [(0, 0, 4)]])
+  cost = CostModel(alpha=1.0, beta=0.0)
+  ex = execute(dag, cost, plan, ExecutionModel(
+      unroll=1, max_collectives=2, cpu=cost, comm_cpu_share=0.25))
+  # f [0,1], b1 [1,2]; t1, t2 released at 2, each done at 2 + 1/0.25 = 6;
+  # b0 does 2 s of work by 6, then 8 s alone: ends at 14; t0 [14,15].
+  assert ex.collective_end == [[6, 6, 15]]
+  assert ex.op_end[0]["b0"] == pytest.approx(14.0)

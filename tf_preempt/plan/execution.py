@@ -29,10 +29,11 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   part `cpu.alpha` (on the core, first) then the rest (latency, no
   resource); its bytes move at the link's speed only while it gets the
   core share `cpu.beta / beta` they need, slower with less. The core is
-  shared as a fluid: the collectives' CPU work gets `comm_cpu_share` of it
-  while compute runs (1: it preempts the compute; 0.5: fair time-slicing)
-  and all of it otherwise, divided max-min fairly between collectives; the
-  compute gets the rest. So the CPU parts of collectives in flight add up
+  shared as a fluid: while compute runs, each collective's CPU work gets at
+  most `comm_cpu_share` of it (1: it preempts the compute; 0.5: fair
+  time-slicing; less: it mostly waits for the compute thread); on an idle
+  core the collectives divide all of it max-min fairly; the compute gets
+  the rest. So the CPU parts of collectives in flight add up
   instead of overlapping, compute that overlaps communication is slowed by
   its CPU work, and communication on an otherwise idle core costs nothing
   extra.
@@ -70,10 +71,11 @@ class ExecutionModel:
       its size; None: communication takes no compute time. Its fixed and
       per-byte parts are capped at the collective's own (`cost`) parts: the
       work of a collective cannot outlast the collective timed alone.
-    comm_cpu_share: the share of the core the collectives' CPU work gets
-      while compute also runs, in (0, 1]: 1, they preempt the compute; 0.5,
+    comm_cpu_share: the share of the core each collective's CPU work gets
+      while compute also runs, in (0, 1]: 1, it preempts the compute; 0.5,
       fair time-slicing; smaller, the compute thread keeps the core and the
-      collectives' threads wait for it. Alone, they get the whole core.
+      collective's work waits for it. On an idle core the collectives share
+      all of it.
     block_overhead: seconds added once per block (needs `unroll`): what
       follows the barrier before the next block's first op (the function's
       return, the training loop, the next call's dispatch).
@@ -380,7 +382,14 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         demand.append(coll.f_bytes)
       else:
         demand.append(0.0)
-    alloc = _water_fill(demand, model.comm_cpu_share if computing else 1.0)
+    if computing:
+      # Each collective waits for the compute thread on its own (its work
+      # is served between compute slices), so the share is per collective.
+      alloc = [min(d, model.comm_cpu_share) for d in demand]
+      if sum(alloc) > 1.0:
+        alloc = _water_fill(demand, 1.0)
+    else:
+      alloc = _water_fill(demand, 1.0)
     used = sum(alloc)
     compute_rate = max(0.0, 1.0 - used)
     rates = []
