@@ -1,32 +1,55 @@
-r"""Compares the planner's simulator with a measured benchmark, row by row.
+r"""Compares the simulator with a measured benchmark, row by row.
 
 Reads a `scripts/bench.py` results directory and, for every scheduler row
-NAME@K of its results.json, plans the row's scheduler with the planner,
-simulates one iteration and compares the prediction with the measured
-median step time:
+NAME@K of its results.json, simulates the plan the row ran as the runtime
+executes it (`tf_preempt.plan.execution`) and compares the predicted step
+time with the measured median:
 
     error = (predicted - measured) / measured
 
-The simulator's inputs come from the directory, best first:
+Each row also gets the planner's own model (`simulator.simulate`: one
+steady-state iteration, one collective at a time, free communication) for
+comparison; the error is the execution model's.
+
+The inputs come from the directory, best first; none is the step time of
+the row being predicted:
 
 - Per-op times: RESULTS_DIR/profile.json ({op name: seconds}, the format
   of `tf_preempt.profile.load_profile`) if present; otherwise the roofline
-  FLOPs model of --gpu for the benchmark's model, every op scaled by one
-  factor so that forward + backward equals the measured `compute_s` (the
-  step time with no all-reduce). The scaled model keeps the FLOPs model's
-  per-op shape, which is not a measurement.
-- Cost model: RESULTS_DIR/cost_model.json ({"alpha", "beta"}) if present;
-  otherwise `CostModel.fit` over the (bytes, duration) of every collective
-  in the Chrome traces (traces/*.worker-0.json) when they hold at least
-  two distinct sizes; otherwise alpha = 0 and beta = comm_s / gradient
-  bytes from the measured all-reduce alone.
-- Model, workers and global batch: the traces' metadata, else the
-  benchmark command line in results.json.
-- The plan of each row: RESULTS_DIR/plans/NAME@K.json (`Plan.to_json`, the
-  plan the row ran) if present and made for the DAG's tensors; otherwise
-  the planner re-plans the row's scheduler on the DAG above, which for
-  `pace` is not the plan the runtime ran (that one came from its own
-  profile or the gradient sizes).
+  FLOPs model of --gpu for the benchmark's model, scaled so that forward +
+  backward equals the measured `compute_s` (the step with no all-reduce),
+  with the forward pass stretched or shrunk to the forward share measured
+  in the traces (--forward_share, below).
+- Cost model of one collective timed alone: RESULTS_DIR/cost_model.json
+  ({"alpha", "beta"}) if present; otherwise (--cost_fallback=comm) alpha =
+  GRPC_ALPHA_S, the fixed cost of one collective measured alone on this
+  testbed, and beta from `comm_s` (all gradient bytes in one all-reduce,
+  timed alone); or (--cost_fallback=trace) `CostModel.fit` over the traced
+  collectives, whose durations include queueing and contention.
+- The plan of each row: RESULTS_DIR/plans/NAME@K.json (`Plan.to_json`) if
+  present and made for the DAG's tensors; otherwise the plan the runtime
+  makes from the gradient sizes alone (`tf_preempt.runtime.default_plan`'s
+  chain DAG and nominal ring, rebuilt here), or for tf_default/tf_packed
+  the planner's copy of stock TensorFlow's packing.
+- The execution model of each row (`ExecutionModel`):
+  - unroll: the row's K (blocks of K steps, a barrier between blocks);
+  - credit: the row's --credit_collectives / --credit_bytes, else the
+    runtime's default on CPUs (2 collectives in flight);
+  - CPU cost of a collective on the compute core (--cpu_cost): the cost
+    model of a directory whose link is fast enough that communication is
+    CPU-bound (>= 1 Gbit/s; the directory itself, or the fastest such
+    sibling with the same model and workers): all of a collective's time
+    alone there is taken as CPU work;
+  - the share of the core a collective's CPU work gets while compute runs
+    (--comm_cpu_share), the per-block overhead after the barrier
+    (--block_overhead_ms) and the forward share of compute
+    (--forward_share): measured, leave-one-out, from the Chrome traces of
+    the directory's OTHER rows (never the predicted row's own): the share
+    is the CPU part of alpha over the median duration of the small
+    collectives (<= 64 KiB) that ran while the backward pass computed; the
+    overhead is the median time from a block's last collective to its end;
+    the forward share is the median time to a block's first ready
+    gradient over compute_s.
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
@@ -38,7 +61,6 @@ Usage:
 
 import contextlib
 import glob
-import importlib.util
 import json
 import os
 import re
@@ -53,6 +75,17 @@ from absl import flags
 
 # The accuracy the issue asks of the simulator.
 TARGET_ABS_ERROR = 0.10
+# Fixed cost of one gRPC ring all-reduce of a few bytes timed alone on this
+# testbed (2 CPU workers; README.md, "measured alpha about 1.8 ms"); used
+# only when the directory has no cost_model.json.
+GRPC_ALPHA_S = 1.8e-3
+# The runtime's credit on CPUs (tf_preempt.runtime.scheduling).
+DEFAULT_CREDIT_COLLECTIVES = 2
+# Links at least this fast make the gRPC ring CPU-bound on this testbed.
+CPU_BOUND_BITS_PER_S = 1e9
+# Collectives this small move almost no bytes: their duration while the
+# backward pass computes is their fixed cost under contention.
+SMALL_COLLECTIVE_BYTES = 64 << 10
 
 FLAGS = flags.FLAGS
 
@@ -65,6 +98,23 @@ def define_flags() -> None:
                       "RESULTS_DIR/validation.md; empty to write nothing.")
   flags.DEFINE_bool("json", False, "Print one JSON object instead of the "
                     "table.")
+  flags.DEFINE_enum("cost_fallback", "comm", ["comm", "trace"],
+                    "Cost model without cost_model.json: alpha GRPC_ALPHA_S "
+                    "and beta from comm_s, or a fit over the traces.")
+  flags.DEFINE_string("cpu_cost", "auto", "CPU cost of a collective: "
+                      "'auto', 'none', or a results directory / "
+                      "cost_model.json measured on a CPU-bound link.")
+  flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
+                      "or a number in (0, 1].")
+  flags.DEFINE_string("block_overhead_ms", "traces", "'traces' "
+                      "(leave-one-out) or milliseconds.")
+  flags.DEFINE_string("forward_share", "traces", "'traces' (leave-one-out), "
+                      "'flops' (the FLOPs model's), or a number in (0, 1).")
+  flags.DEFINE_enum("reference", "median", ["median", "fastest"],
+                    "Which repeat to compare with and to take compute "
+                    "alone and communication alone from: the median (the "
+                    "issue's metric) or the fastest (the least disturbed "
+                    "on a shared machine).")
 
 
 def _read_json(path: str) -> Optional[Any]:
@@ -82,6 +132,12 @@ def split_name(name: str) -> Tuple[str, int]:
   return scheduler, int(unroll)
 
 
+def trace_name(row: str) -> str:
+  """The trace file of row NAME@K on worker 0 (bench.py's naming)."""
+  scheduler, unroll = split_name(row)
+  return f"{scheduler}_k{unroll}.worker-0.json"
+
+
 def _worker0_traces(results_dir: str) -> Dict[str, Dict[str, Any]]:
   out = {}
   for path in sorted(glob.glob(os.path.join(results_dir, "traces",
@@ -92,24 +148,34 @@ def _worker0_traces(results_dir: str) -> Dict[str, Dict[str, Any]]:
 
 def _setup(results: Dict[str, Any], traces: Dict[str, Dict[str, Any]]
            ) -> Dict[str, Any]:
-  """Model, workers and global batch of the benchmark."""
-  for trace in traces.values():
-    stats = (trace.get("metadata") or {}).get("stats") or {}
-    if {"model", "workers", "global_batch_size"} <= set(stats):
-      return {"model": stats["model"], "workers": int(stats["workers"]),
-              "global_batch_size": int(stats["global_batch_size"]),
-              "source": "trace metadata"}
+  """Model, workers, global batch and link rate of the benchmark."""
   command = results.get("command", "")
 
   def flag(name, default):
     m = re.search(rf"--{name}[= ](\S+)", command)
     return m.group(1) if m else default
 
+  link = link_bits_per_s(flag("bandwidth", ""))
+  for trace in traces.values():
+    stats = (trace.get("metadata") or {}).get("stats") or {}
+    if {"model", "workers", "global_batch_size"} <= set(stats):
+      return {"model": stats["model"], "workers": int(stats["workers"]),
+              "global_batch_size": int(stats["global_batch_size"]),
+              "link_bits_per_s": link, "source": "trace metadata"}
   # The defaults of scripts/bench.py.
   return {"model": flag("model", "vgg_small"),
           "workers": int(flag("workers", 2)),
           "global_batch_size": int(flag("batch_size", 48)),
+          "link_bits_per_s": link,
           "source": "results.json command (bench.py defaults where absent)"}
+
+
+def link_bits_per_s(rate: str) -> Optional[float]:
+  """Bits per second of a tc rate ("200mbit", "2gbit"); None if unknown."""
+  m = re.fullmatch(r"([0-9.]+)\s*([kmg]?)bit", rate.strip().lower())
+  if not m:
+    return None
+  return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
 
 
 def _collective_samples(traces: Dict[str, Dict[str, Any]]
@@ -126,26 +192,42 @@ def _collective_samples(traces: Dict[str, Dict[str, Any]]
 
 
 def cost_model(results_dir: str, results: Dict[str, Any],
-               traces: Dict[str, Dict[str, Any]], total_bytes: int):
-  """(CostModel, description of where it came from)."""
+               traces: Dict[str, Dict[str, Any]], total_bytes: int,
+               fallback: str = "comm"):
+  """(CostModel of a collective timed alone, where it came from)."""
   from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
   given = _read_json(os.path.join(results_dir, "cost_model.json"))
   if given is not None:
     return plan_lib.CostModel.from_dict(given), "cost_model.json"
-  sizes, seconds = _collective_samples(traces)
-  if len(set(sizes)) >= 2:
-    fitted = plan_lib.CostModel.fit(sizes, seconds)
-    return fitted, (f"fit over {len(sizes)} traced collectives "
-                    f"({len(set(sizes))} sizes)")
-  return (plan_lib.CostModel(alpha=0.0,
-                             beta=results["comm_s"] / total_bytes),
-          "comm_s / gradient bytes (alpha = 0): one measured size only")
+  if fallback == "trace":
+    sizes, seconds = _collective_samples(traces)
+    if len(set(sizes)) >= 2:
+      fitted = plan_lib.CostModel.fit(sizes, seconds)
+      return fitted, (f"fit over {len(sizes)} traced collectives "
+                      f"({len(set(sizes))} sizes)")
+  alpha = min(GRPC_ALPHA_S, results["comm_s"])
+  return (plan_lib.CostModel(alpha=alpha, beta=(results["comm_s"] - alpha) /
+                             total_bytes),
+          f"alpha {alpha * 1e3:.1f} ms (one collective alone, testbed), "
+          "beta from comm_s")
 
 
-def _scaled(dag, factor: float):
+def _scaled(dag, factor: float, forward_factor: Optional[float] = None):
+  """`dag` with every op x factor (forward ops x forward_factor if given)."""
   from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  ops = [plan_lib.Op(o.name, o.phase, o.duration * factor) for o in dag.ops]
+  fwd = factor if forward_factor is None else forward_factor
+  ops = [plan_lib.Op(o.name, o.phase,
+                     o.duration * (fwd if o.phase == "forward" else factor))
+         for o in dag.ops]
   return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
+
+
+def _with_forward_share(dag, share: float):
+  """`dag` with the forward pass `share` of forward + backward, same sum."""
+  forward, backward = dag.forward_length(), dag.backward_end()
+  total = forward + backward
+  return _scaled(dag, (1 - share) * total / backward,
+                 share * total / forward)
 
 
 def _recorded_plan(plans_dir: str, name: str, dag):
@@ -166,41 +248,276 @@ def _recorded_plan(plans_dir: str, name: str, dag):
   return plan
 
 
-def _options(scheduler: str, args: Sequence[str]) -> Dict[str, int]:
-  """The planner options of a row from the flags bench.py gave it."""
-  given = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and
-               "=" in a)
-  if scheduler == "tf_packed" and "bytes_per_pack" in given:
-    return {"bytes_per_pack": int(given["bytes_per_pack"])}
-  if scheduler == "bytescheduler" and "credit_bytes" in given:
-    # The planner counts float32 elements.
-    return {"credit_elements": int(given["credit_bytes"]) // 4}
-  return {}
+def _given(args: Sequence[str]) -> Dict[str, str]:
+  return dict(a[2:].split("=", 1) for a in args if a.startswith("--") and
+              "=" in a)
 
 
-def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
+def runtime_plan(dag, scheduler: str, workers: int, options: Dict[str, Any]):
+  """The plan the runtime makes for `dag`'s tensors from their sizes alone.
+
+  Mirrors `tf_preempt.runtime.default_plan.make_default_plan` for one
+  float32 group and a planner scheduler (that function needs the runtime's
+  value specs): a chain DAG with one layer per tensor, compute growing
+  with its size, and the nominal ring cost model.
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.runtime import default_plan
+  # pylint: enable=g-import-not-at-top
+  sizes = [t.nbytes for t in dag.tensors]
+  chain = plan_lib.TrainingDAG.chain(
+      forward_s=[max(default_plan.MIN_OP_S,
+                     s * default_plan.FORWARD_S_PER_BYTE) for s in sizes],
+      backward_s=[max(default_plan.MIN_OP_S,
+                      s * default_plan.BACKWARD_S_PER_BYTE) for s in sizes],
+      nbytes=sizes, itemsize=dag.tensors[0].itemsize)
+  nominal = plan_lib.CostModel.ring(
+      max(1, workers), default_plan.DEFAULT_BANDWIDTH_BYTES_PER_S,
+      default_plan.DEFAULT_LATENCY_S)
+  sub = plan_lib.make_plan(chain, nominal, scheduler=scheduler, **options)
+  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
+  groups = [[(p.tensor, p.offset, p.length) for p in c.pieces]
+            for c in sub.collectives]
+  return plan_lib.plan_from_groups(tensors, groups, scheduler=scheduler,
+                                   options=options)
+
+
+def _row_plan(plans_dir, name, scheduler, args, dag, cost, workers):
+  """(The plan row `name` ran, or the best stand-in; where it came from)."""
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  plan = _recorded_plan(plans_dir, name, dag)
+  if plan is not None:
+    return plan, "recorded"
+  given = _given(args)
+  if scheduler in ("tf_default", "tf_packed"):
+    options = {}
+    if scheduler == "tf_packed" and "bytes_per_pack" in given:
+      options["bytes_per_pack"] = int(given["bytes_per_pack"])
+    return (plan_lib.make_plan(dag, cost, scheduler, **options),
+            "stock packing (planner's copy)")
+  return (runtime_plan(dag, scheduler, workers, {}),
+          "runtime's plan from gradient sizes (rebuilt)")
+
+
+# --- Measurements from the Chrome traces (worker 0), for the calibration.
+
+
+def _blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
+  """Per steady-state block: head, tail and small-collective durations.
+
+  The first block (tracing, connection set-up) is left out. A block needs
+  the bench's compute events and the collectives' `iteration`, `bytes`
+  and `ready_ns` args and the trace's `origin_ns`; without them, [].
+  """
+  origin = (trace.get("otherData") or {}).get("origin_ns")
+  events = trace.get("traceEvents", ())
+  blocks = sorted((e for e in events if e.get("cat") == "compute" and
+                   e.get("ph") == "X"), key=lambda e: e["ts"])
+  colls = [e for e in events if e.get("cat") == "collective" and
+           e.get("ph") == "X" and
+           {"iteration", "bytes", "ready_ns"} <= set(e.get("args") or {})]
+  if origin is None or not colls:
+    return []
+  out = []
+  for b in blocks[1:]:
+    start, end = b["ts"], b["ts"] + b["dur"]
+    inside = [e for e in colls if start <= e["ts"] < end]
+    if not inside:
+      continue
+    by_step = {}
+    for e in inside:
+      by_step.setdefault(e["args"]["iteration"], []).append(e)
+    first = by_step[min(by_step)]
+    ready = lambda e: (e["args"]["ready_ns"] - origin) / 1e3  # us
+    small, interval = [], []
+    for step in by_step.values():
+      last_ready = max(ready(e) for e in step)
+      is_small = lambda e: e["args"]["bytes"] <= SMALL_COLLECTIVE_BYTES
+      small += [e["dur"] * 1e-6 for e in step
+                if is_small(e) and e["ts"] + e["dur"] <= last_ready]
+      # Two small collectives in flight together after the backward pass:
+      # the second ends one serial (CPU) part after the first.
+      step = sorted(step, key=lambda e: e["ts"])
+      for a, b in zip(step, step[1:]):
+        a_end = a["ts"] + a["dur"]
+        if (is_small(a) and is_small(b) and b["ts"] < a_end and
+            a["ts"] >= last_ready):
+          interval.append((b["ts"] + b["dur"] - a_end) * 1e-6)
+    out.append({
+        "head_s": (min(ready(e) for e in first) - start) * 1e-6,
+        "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
+        "small_s": small, "interval_s": interval,
+        "collectives": len(first)})
+  return out
+
+
+def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
+              ) -> Dict[str, Any]:
+  """Medians over the traces of every row but `exclude` (a trace name).
+
+  Returns:
+    {"head_s": time to a block's first ready gradient, from rows with more
+    than one collective per step (with one, the first gradient is the
+    last), "tail_s": a block's last collective to its end, "small_s":
+    durations of small collectives while the backward pass computed,
+    "interval_s": the time between the ends of two small collectives in
+    flight together after the backward pass (the part of a collective's
+    fixed cost that does not overlap: its CPU work), "rows": the traces
+    used}; a value is None without samples.
+  """
+  heads, tails, small, interval, used = [], [], [], [], []
+  for name, trace in sorted(traces.items()):
+    if name == exclude:
+      continue
+    blocks = _blocks(trace)
+    if not blocks:
+      continue
+    used.append(name)
+    tails += [b["tail_s"] for b in blocks]
+    heads += [b["head_s"] for b in blocks if b["collectives"] > 1]
+    for b in blocks:
+      small += b["small_s"]
+      interval += b["interval_s"]
+  med = lambda v: statistics.median(v) if v else None
+  return {"head_s": med(heads), "tail_s": med(tails), "small_s": med(small),
+          "small_samples": len(small), "interval_s": med(interval),
+          "interval_samples": len(interval), "rows": used}
+
+
+def _setting(value: str, name: str) -> Optional[float]:
+  """None for "traces", else the number."""
+  if value == "traces":
+    return None
+  try:
+    return float(value)
+  except ValueError:
+    raise ValueError(f"--{name}={value!r}: 'traces' or a number") from None
+
+
+def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
+                   total_bytes: int, source: str = "auto"):
+  """(CPU cost of a collective or None, where it came from).
+
+  Args:
+    results_dir: the directory being validated.
+    setup: its `_setup`.
+    cost: its cost model of a collective alone.
+    total_bytes: the model's gradient bytes.
+    source: "none"; "auto" (this directory's `cost` if its link is
+      CPU-bound, else the fastest CPU-bound sibling directory of the same
+      model and workers, else none); or a results directory or a
+      cost_model.json measured on a CPU-bound link.
+
+  Returns:
+    The collective's time alone on a CPU-bound link, all of it taken as
+    CPU work (an upper bound), or None; and a description.
+
+  Raises:
+    ValueError: if `source` is a path with neither file.
+  """
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  if source == "none":
+    return None, "none (communication takes no compute time)"
+  if source == "auto":
+    link = setup.get("link_bits_per_s")
+    if link is not None and link >= CPU_BOUND_BITS_PER_S:
+      return cost, "this directory's own cost model (CPU-bound link)"
+    source = _fastest_cpu_bound_sibling(results_dir, setup)
+    if source is None:
+      return None, ("none: no results directory of the same model and "
+                    "workers on a CPU-bound link beside this one")
+  path = (os.path.join(source, "cost_model.json") if os.path.isdir(source)
+          else source)
+  name = os.path.relpath(path, os.path.dirname(os.path.abspath(results_dir)))
+  if os.path.isfile(path):
+    return plan_lib.CostModel.from_dict(_read_json(path)), name
+  results = _read_json(os.path.join(source, "results.json"))
+  if results is None:
+    raise ValueError(f"cpu_cost={source!r}: no cost_model.json or "
+                     "results.json there")
+  alpha = min(GRPC_ALPHA_S, results["comm_s"])
+  return (plan_lib.CostModel(alpha=alpha, beta=(results["comm_s"] - alpha) /
+                             total_bytes),
+          f"{os.path.dirname(name)}: alpha {alpha * 1e3:.1f} ms (testbed), "
+          "beta from its comm_s")
+
+
+def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
+                               ) -> Optional[str]:
+  """The sibling results directory of the same model and workers on the
+  fastest link of at least CPU_BOUND_BITS_PER_S, or None."""
+  best = None
+  parent = os.path.dirname(os.path.abspath(results_dir))
+  for path in sorted(glob.glob(os.path.join(parent, "*", "results.json"))):
+    other = os.path.dirname(path)
+    other_setup = _setup(_read_json(path), {})
+    rate = other_setup["link_bits_per_s"]
+    if (rate is None or rate < CPU_BOUND_BITS_PER_S or
+        other_setup["model"] != setup["model"] or
+        other_setup["workers"] != setup["workers"]):
+      continue
+    if best is None or rate > best[0]:
+      best = (rate, other)
+  return None if best is None else best[1]
+
+
+def _fastest_references(results: Dict[str, Any], details: Dict[str, Any]
+                        ) -> Dict[str, float]:
+  """compute_s and comm_s from their fastest runs in details.json."""
+  out = {}
+  for key, name in (("compute_s", "compute alone"),
+                    ("comm_s", "communication alone")):
+    runs = [r["value_s"] for r in details.get("runs") or ()
+            if r.get("name") == name and r.get("value_s")]
+    out[key] = min(runs) if runs else results[key]
+  return out
+
+
+def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
+             cpu_cost: str = "auto", comm_cpu_share: str = "traces",
+             block_overhead_ms: str = "traces",
+             forward_share: str = "traces",
+             reference: str = "median") -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
     results_dir: a `scripts/bench.py` output directory.
     gpu: GPU of the FLOPs model (per-op shape only).
+    cost_fallback: "comm" or "trace", without cost_model.json.
+    cpu_cost: "auto", "none", or a results directory / cost_model.json.
+    comm_cpu_share: "traces" or a number in (0, 1].
+    block_overhead_ms: "traces" or milliseconds.
+    forward_share: "traces", "flops" or a number in (0, 1).
+    reference: "median" (results.json's medians) or "fastest" (every
+      row's fastest repeat, and the fastest compute-alone and
+      communication-alone runs of details.json).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
-    "error"}}, "max_abs_error", "target", "inputs": {where each input came
-    from, the cost model, the compute scale}, "missing": [what the
-    benchmark should record for a real validation]}.
+    "error", "planner_model_s", "plan", "model", "calibration"}},
+    "max_abs_error", "median_abs_error", "target", "inputs": {where each
+    input came from}, "missing": [what the benchmark should record]}.
 
   Raises:
-    ValueError: if the directory has no results.json.
+    ValueError: if the directory has no results.json, or on a bad setting.
   """
   # pylint: disable=g-import-not-at-top
   from tf_preempt import plan as plan_lib
+  from tf_preempt.plan import execution
   # pylint: enable=g-import-not-at-top
   results = _read_json(os.path.join(results_dir, "results.json"))
   if results is None:
     raise ValueError(f"{results_dir} has no results.json")
+  share_given = _setting(comm_cpu_share, "comm_cpu_share")
+  overhead_given = _setting(block_overhead_ms, "block_overhead_ms")
+  forward_given = (None if forward_share in ("traces", "flops") else
+                   _setting(forward_share, "forward_share"))
   details = _read_json(os.path.join(results_dir, "details.json")) or {}
+  if reference not in ("median", "fastest"):
+    raise ValueError(f"reference={reference!r}: 'median' or 'fastest'")
+  if reference == "fastest":
+    results = dict(results, **_fastest_references(results, details))
   traces = _worker0_traces(results_dir)
   setup = _setup(results, traces)
   per_worker = setup["global_batch_size"] // setup["workers"]
@@ -211,59 +528,105 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
   # scripts/simulate.py (its cached model DAG builder), imported only here
   # because it loads TensorFlow; a script's folder is on sys.path.
   import simulate  # pylint: disable=g-import-not-at-top
-  dag = simulate.model_dag(setup["model"], per_worker, gpu,
-                           profile_path if has_profile else None)
+  base_dag = simulate.model_dag(setup["model"], per_worker, gpu,
+                                profile_path if has_profile else None)
   scale = 1.0
   if has_profile:
     compute_source = "profile.json"
   else:
-    scale = results["compute_s"] / (dag.backward_end() + dag.forward_length())
-    dag = _scaled(dag, scale)
+    scale = results["compute_s"] / (base_dag.backward_end() +
+                                    base_dag.forward_length())
+    base_dag = _scaled(base_dag, scale)
     compute_source = (f"{gpu} FLOPs model scaled x{scale:.3g} to the "
                       f"measured compute_s {results['compute_s'] * 1e3:.1f} ms")
     missing.append("profile.json: measured seconds of every forward and "
                    "backward op of one step, {op name: seconds} with the op "
                    "names of tf_preempt.profile.model_to_dag (e.g. from "
                    "scripts/bench_profile.py), per worker count")
-  total_bytes = sum(t.nbytes for t in dag.tensors)
-  cost, cost_source = cost_model(results_dir, results, traces, total_bytes)
+  total_bytes = sum(t.nbytes for t in base_dag.tensors)
+  cost, cost_source = cost_model(results_dir, results, traces, total_bytes,
+                                 cost_fallback)
   if cost_source != "cost_model.json":
     missing.append("cost_model.json: {alpha, beta} fitted "
                    "(CostModel.fit) from all-reduces of >= 4 sizes timed "
                    "alone on the benchmark's link and worker count")
+  cpu, cpu_source = cpu_cost_model(results_dir, setup, cost, total_bytes,
+                                   cpu_cost)
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
-  replanned = False
+  stand_in_plans = False
   rows = {}
   for name, row in results["schedulers"].items():
     scheduler, unroll = split_name(name)
-    measured = float(row["median_s"])
+    measured = float(row["median_s"] if reference == "median" else
+                     min(row.get("step_s") or [row["median_s"]]))
     entry = {"scheduler": scheduler, "unroll": unroll, "measured_s": measured,
              "predicted_s": None, "error": None}
+    rows[name] = entry
     if scheduler not in plan_lib.SCHEDULERS:
       entry["note"] = "not a planner scheduler"
-    else:
-      plan = _recorded_plan(plans_dir, name, dag)
-      if plan is None:
-        replanned = True
-        args = (settings.get(name) or {}).get("args") or ()
-        plan = plan_lib.make_plan(dag, cost, scheduler,
-                                  **_options(scheduler, args))
-      else:
-        entry["plan"] = "recorded"
-      predicted = plan_lib.simulate(dag, cost, plan).iteration_time
-      entry.update(predicted_s=predicted,
-                   error=(predicted - measured) / measured)
-      if unroll > 1:
-        # One iteration is simulated; K steps per call amortise the
-        # per-call overhead the simulator does not model.
-        entry["note"] = f"K={unroll}: per-step time, unrolling not modelled"
-    rows[name] = entry
-  if replanned:
+      continue
+    calib = calibrate(traces, exclude=trace_name(name))
+    dag = base_dag
+    share_f = None
+    if not has_profile and forward_share != "flops":
+      share_f = forward_given
+      if share_f is None and calib["head_s"] is not None:
+        share_f = min(0.95, calib["head_s"] / results["compute_s"])
+      if share_f is not None:
+        dag = _with_forward_share(base_dag, share_f)
+    args = (settings.get(name) or {}).get("args") or ()
+    plan, plan_source = _row_plan(plans_dir, name, scheduler, args, dag, cost,
+                                  setup["workers"])
+    stand_in_plans |= plan_source != "recorded"
+    given = _given(args)
+    row_cpu = cpu
+    if cpu is not None and calib["interval_s"] is not None:
+      # The serial part of the fixed cost, measured; the rest is latency.
+      row_cpu = plan_lib.CostModel(alpha=min(calib["interval_s"], cpu.alpha),
+                                   beta=cpu.beta)
+    share = share_given
+    if share is None and row_cpu is not None and calib["small_s"]:
+      # A small collective's CPU part took small_s, less its latency, while
+      # the backward pass computed.
+      cpu_part = min(row_cpu.alpha, cost.alpha)
+      busy = calib["small_s"] - (cost.alpha - cpu_part)
+      share = min(1.0, cpu_part / busy) if busy > 0 else 1.0
+    overhead = (overhead_given * 1e-3 if overhead_given is not None else
+                calib["tail_s"] or 0.0)
+    model = execution.ExecutionModel(
+        unroll=unroll,
+        max_collectives=int(given.get("credit_collectives",
+                                      DEFAULT_CREDIT_COLLECTIVES)),
+        max_bytes=(int(given["credit_bytes"]) if "credit_bytes" in given
+                   else None),
+        cpu=row_cpu, comm_cpu_share=share if share is not None else 1.0,
+        block_overhead=overhead)
+    predicted = execution.execute(dag, cost, plan, model).step_time
+    entry.update(
+        predicted_s=predicted, error=(predicted - measured) / measured,
+        planner_model_s=plan_lib.simulate(dag, cost, plan).iteration_time,
+        plan=plan_source, collectives=plan.num_collectives,
+        model=model.describe(),
+        calibration={"forward_share": share_f, "comm_cpu_share": share,
+                     "block_overhead_s": overhead,
+                     "from_traces": calib["rows"],
+                     "small_collective_s": calib["small_s"],
+                     "cpu_fixed_s": None if row_cpu is None else row_cpu.alpha,
+                     "head_s": calib["head_s"]})
+    runs = row.get("step_s") or []
+    if len(runs) > 1 and min(runs) > 0:
+      spread = (max(runs) - min(runs)) / min(runs)
+      entry["repeat_spread"] = spread
+      if spread > TARGET_ABS_ERROR:
+        entry["note"] = (f"repeats differ by {spread * 100:.0f}% "
+                         "(machine noise)")
+  if stand_in_plans:
     missing.append("plans/NAME@K.json: the plan each row ran "
                    "(Plan.to_json), with tensor names and sizes as in "
-                   "model_to_dag; without it every row is re-planned here")
+                   "model_to_dag; without it the runtime's plans are "
+                   "rebuilt here")
   errors = [abs(r["error"]) for r in rows.values() if r["error"] is not None]
   return {
       "rows": rows,
@@ -273,6 +636,14 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
       "inputs": {"results_dir": results_dir, "setup": setup,
                  "compute": compute_source, "compute_scale": scale,
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
+                 "cpu_cost": None if cpu is None else cpu.to_dict(),
+                 "cpu_source": cpu_source,
+                 "settings": {"cost_fallback": cost_fallback,
+                              "cpu_cost": cpu_cost,
+                              "comm_cpu_share": comm_cpu_share,
+                              "block_overhead_ms": block_overhead_ms,
+                              "forward_share": forward_share,
+                              "reference": reference},
                  "measured_compute_s": results["compute_s"],
                  "measured_comm_s": results["comm_s"],
                  "simulated_comm_s": float(cost.seconds(total_bytes))},
@@ -280,33 +651,65 @@ def validate(results_dir: str, gpu: str = "v100") -> Dict[str, Any]:
   }
 
 
+def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:
+  return "-" if x is None else fmt.format(x * 1e3)
+
+
 def format_table(report: Dict[str, Any]) -> str:
   """A markdown table of `validate`'s result, with its inputs."""
   inputs = report["inputs"]
   s = inputs["setup"]
+  cpu = inputs["cpu_cost"]
   lines = [
       f"Simulator vs measured: {s['model']}, {s['workers']} workers, global "
       f"batch {s['global_batch_size']} ({inputs['results_dir']}).",
-      f"Per-op times: {inputs['compute']}. Cost model: alpha "
+      "",
+      f"- Per-op times: {inputs['compute']}.",
+      f"- Cost of a collective alone: alpha "
       f"{inputs['cost_model']['alpha'] * 1e3:.3f} ms, beta "
       f"{inputs['cost_model']['beta'] * 1e9:.3f} ns/B "
       f"({inputs['cost_source']}); whole gradient "
       f"{inputs['simulated_comm_s'] * 1e3:.1f} ms simulated vs "
       f"{inputs['measured_comm_s'] * 1e3:.1f} ms measured alone.",
+      "- CPU cost of a collective on the compute core: " +
+      ("none" if cpu is None else
+       f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +
+      f" ({inputs['cpu_source']}).",
+      "- Settings: " + ", ".join(f"--{k}={v}" for k, v in
+                                 inputs["settings"].items()) + ".",
+      "- Per row (execution model): K, credit, and the leave-one-out "
+      "measurements from the other rows' traces: forward share of compute "
+      "(fwd), the core share of a collective while compute runs (share), "
+      "the per-block overhead (ovh).",
       "",
-      "| row | measured ms | predicted ms | error | note |",
-      "|---|---:|---:|---:|---|",
+      f"Measured: each row's {inputs['settings']['reference']} repeat.",
+      "",
+      "| row | measured ms | predicted ms | error | planner model ms | "
+      "colls | plan | fwd | share | ovh ms | note |",
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
   ]
   for name, r in report["rows"].items():
-    pred = "-" if r["predicted_s"] is None else f"{r['predicted_s'] * 1e3:.1f}"
     err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
-    lines.append(f"| {name} | {r['measured_s'] * 1e3:.1f} | {pred} | {err} "
-                 f"| {r.get('note', '')} |")
+    c = r.get("calibration") or {}
+    fwd = ("-" if c.get("forward_share") is None else
+           f"{c['forward_share']:.2f}")
+    share = ("-" if c.get("comm_cpu_share") is None else
+             f"{c['comm_cpu_share']:.3f}")
+    lines.append(
+        f"| {name} | {r['measured_s'] * 1e3:.1f} | {_ms(r['predicted_s'])} "
+        f"| {err} | {_ms(r.get('planner_model_s'))} | "
+        f"{r.get('collectives', '-')} | {r.get('plan', '-')} | {fwd} | "
+        f"{share} | {_ms(c.get('block_overhead_s'))} | {r.get('note', '')} |")
   worst = report["max_abs_error"]
   if worst is not None:
     verdict = "meets" if worst <= report["target"] else "misses"
+    within = sum(1 for r in report["rows"].values()
+                 if r["error"] is not None and
+                 abs(r["error"]) <= report["target"])
+    total = sum(1 for r in report["rows"].values() if r["error"] is not None)
     lines += ["", f"max |error| {worst * 100:.1f}% ({verdict} the "
-              f"{report['target'] * 100:.0f}% target); median "
+              f"{report['target'] * 100:.0f}% target; {within} of {total} "
+              f"rows within it); median "
               f"{report['median_abs_error'] * 100:.1f}%."]
   if report["missing"]:
     lines += ["", "Not recorded by the benchmark (stand-ins used above):"]
@@ -322,7 +725,12 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"{results_dir}/results.json does not exist.")
   # stdout carries the table or the one JSON object.
   with contextlib.redirect_stdout(sys.stderr):
-    report = validate(results_dir, gpu=FLAGS.gpu)
+    report = validate(results_dir, gpu=FLAGS.gpu, reference=FLAGS.reference,
+                      cost_fallback=FLAGS.cost_fallback,
+                      cpu_cost=FLAGS.cpu_cost,
+                      comm_cpu_share=FLAGS.comm_cpu_share,
+                      block_overhead_ms=FLAGS.block_overhead_ms,
+                      forward_share=FLAGS.forward_share)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None
          else FLAGS.out)

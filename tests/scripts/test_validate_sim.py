@@ -55,7 +55,7 @@ def _make_results(path, traces=True, cost=None):
 def test_validate_with_traces(tmp_path):
   validate_sim = scripts.load_script("validate_sim")
   _make_results(tmp_path)
-  report = validate_sim.validate(str(tmp_path))
+  report = validate_sim.validate(str(tmp_path), cost_fallback="trace")
   rows = report["rows"]
   assert set(rows) == {"tf_default@1", "tf_packed@1", "pace@1", "pace@2"}
   for r in rows.values():
@@ -64,7 +64,10 @@ def test_validate_with_traces(tmp_path):
         (r["predicted_s"] - r["measured_s"]) / r["measured_s"])
   assert report["max_abs_error"] == max(abs(r["error"])
                                         for r in rows.values())
-  assert "unrolling not modelled" in rows["pace@2"]["note"]
+  # Unrolling is modelled: blocks of K steps, the runtime's CPU credit.
+  assert "K=2" in rows["pace@2"]["model"]
+  assert "K=1" in rows["pace@1"]["model"]
+  assert "2 collective(s) in flight" in rows["pace@1"]["model"]
   inputs = report["inputs"]
   assert inputs["setup"]["model"] == "vgg_small"
   assert inputs["setup"]["source"] == "trace metadata"
@@ -129,3 +132,173 @@ def test_json_output_and_table_file(tmp_path):
                                            "error"}
   assert (tmp_path / "validation.md").read_text().startswith(
       "Simulator vs measured: vgg_small")
+
+
+def test_default_cost_is_alpha_alone_and_comm_s(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  _make_results(tmp_path)
+  report = validate_sim.validate(str(tmp_path))
+  inputs = report["inputs"]
+  assert inputs["cost_source"].startswith("alpha 1.8 ms")
+  alpha = validate_sim.GRPC_ALPHA_S
+  assert inputs["cost_model"]["alpha"] == pytest.approx(alpha)
+  # The whole gradient in one all-reduce costs exactly comm_s.
+  assert inputs["simulated_comm_s"] == pytest.approx(0.15)
+
+
+def test_link_rates():
+  validate_sim = scripts.load_script("validate_sim")
+  assert validate_sim.link_bits_per_s("200mbit") == 200e6
+  assert validate_sim.link_bits_per_s("2gbit") == 2e9
+  assert validate_sim.link_bits_per_s("") is None
+  assert validate_sim.link_bits_per_s("fast") is None
+
+
+def _collective(iteration, cid, nbytes, ready_us, start_us, dur_us):
+  return {"name": f"collective {cid}", "cat": "collective", "ph": "X",
+          "pid": 0, "tid": 1 + cid % 2, "ts": start_us, "dur": dur_us,
+          "args": {"iteration": iteration, "collective_id": cid,
+                   "bytes": nbytes, "ready_ns": int(ready_us * 1e3)}}
+
+
+def _block(index, start_us, dur_us):
+  return {"name": f"block {index}", "cat": "compute", "ph": "X", "pid": 1,
+          "tid": 0, "ts": start_us, "dur": dur_us}
+
+
+def _trace(blocks, collectives):
+  return {"traceEvents": blocks + collectives, "otherData": {"origin_ns": 0},
+          "metadata": {"stats": {"model": "vgg_small", "workers": 2,
+                                 "global_batch_size": 8}}}
+
+
+def test_blocks_measure_head_tail_and_small_collectives():
+  validate_sim = scripts.load_script("validate_sim")
+  # Block 0 (tracing) is skipped. Block 1 [1000, 1100] ms: gradients ready
+  # at 1030 (2 MB) and 1060 (last); two small collectives: one during the
+  # backward pass (1031-1041: 10 ms), and after it two in flight together
+  # ending 1.5 ms apart; the last collective ends 5 ms before the block.
+  ms = 1000.0
+  colls = [
+      _collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
+      _collective(3, 1, 1024, 1031 * ms, 1031 * ms, 10 * ms),
+      _collective(3, 2, 512, 1060 * ms, 1080 * ms, 10 * ms),
+      _collective(3, 3, 512, 1060 * ms, 1081 * ms, 10.5 * ms),
+      _collective(3, 4, 4 << 20, 1060 * ms, 1091.5 * ms, 3.5 * ms),
+  ]
+  trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
+                 colls)
+  (block,) = validate_sim._blocks(trace)
+  assert block["head_s"] == pytest.approx(0.030)
+  assert block["tail_s"] == pytest.approx(0.005)
+  assert block["small_s"] == pytest.approx([0.010])
+  assert block["interval_s"] == pytest.approx([0.0015])
+  # A trace without the runtime's records gives nothing, not an error.
+  assert validate_sim._blocks({"traceEvents": colls}) == []
+
+
+def test_calibration_leaves_the_row_out(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  ms = 1000.0
+
+  def trace(head_ms, tail_ms):
+    colls = [_collective(3, 0, 2 << 20, (1000 + head_ms) * ms,
+                         (1000 + head_ms) * ms, 10 * ms),
+             _collective(3, 1, 4 << 20, 1050 * ms, 1050 * ms,
+                         (50 - tail_ms) * ms)]
+    return _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
+                  colls)
+
+  traces = {"pace_k1.worker-0.json": trace(20, 4),
+            "ddp_k1.worker-0.json": trace(30, 6),
+            "horovod_k1.worker-0.json": trace(40, 8)}
+  calib = validate_sim.calibrate(traces, exclude="ddp_k1.worker-0.json")
+  assert calib["rows"] == ["horovod_k1.worker-0.json",
+                           "pace_k1.worker-0.json"]
+  assert calib["head_s"] == pytest.approx(0.030)  # median of 20 and 40
+  assert calib["tail_s"] == pytest.approx(0.006)  # median of 4 and 8
+  assert calib["small_s"] is None and calib["interval_s"] is None
+  assert validate_sim.trace_name("pace@2") == "pace_k2.worker-0.json"
+
+
+def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small"):
+  os.makedirs(path)
+  results = {"schedulers": {"tf_default@1": _row(0.30),
+                            "pace@2": dict(_row(0.22), unroll=2)},
+             "compute_s": 0.12, "comm_s": comm_s, "lower_bound_s": 0.15,
+             "command": f"scripts/bench.py --model={model} --workers=2 "
+                        f"--batch_size=8 --bandwidth={bandwidth}",
+             "machine": "made up"}
+  (path / "results.json").write_text(json.dumps(results))
+
+
+def test_cpu_cost_from_the_fastest_cpu_bound_sibling(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  _bench_dir(tmp_path / "slow", "200mbit")
+  _bench_dir(tmp_path / "fast", "2gbit", comm_s=0.02)
+  _bench_dir(tmp_path / "faster_other_model", "10gbit", model="resnet50")
+  _bench_dir(tmp_path / "mid", "500mbit", comm_s=0.05)
+  report = validate_sim.validate(str(tmp_path / "slow"))
+  inputs = report["inputs"]
+  assert inputs["cpu_source"].startswith("fast:")
+  nbytes = (inputs["simulated_comm_s"] - inputs["cost_model"]["alpha"]) / (
+      inputs["cost_model"]["beta"])
+  assert inputs["cpu_cost"]["alpha"] == pytest.approx(1.8e-3)
+  assert inputs["cpu_cost"]["beta"] == pytest.approx((0.02 - 1.8e-3) /
+                                                     nbytes)
+  for row in report["rows"].values():
+    assert "ns/B on the compute core" in row["model"]
+  # A cost_model.json there wins over its comm_s.
+  (tmp_path / "fast" / "cost_model.json").write_text(
+      json.dumps({"alpha": 1e-3, "beta": 2e-9}))
+  report = validate_sim.validate(str(tmp_path / "slow"))
+  assert report["inputs"]["cpu_cost"] == {"alpha": 1e-3, "beta": 2e-9}
+  # On a CPU-bound link the directory's own cost model is the CPU cost.
+  fast = validate_sim.validate(str(tmp_path / "fast"))
+  assert fast["inputs"]["cpu_cost"] == fast["inputs"]["cost_model"]
+  # And "none" turns contention off.
+  off = validate_sim.validate(str(tmp_path / "slow"), cpu_cost="none")
+  assert off["inputs"]["cpu_cost"] is None
+
+
+def test_cpu_contention_lengthens_the_prediction(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  _bench_dir(tmp_path / "fast", "2gbit", comm_s=0.02)
+  on = validate_sim.validate(str(tmp_path / "fast"))
+  off = validate_sim.validate(str(tmp_path / "fast"), cpu_cost="none")
+  # pace@2 overlaps communication with compute: sharing the core costs.
+  assert (on["rows"]["pace@2"]["predicted_s"] >
+          off["rows"]["pace@2"]["predicted_s"])
+
+
+def test_reference_fastest(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  _make_results(tmp_path, traces=False, cost={"alpha": 1e-3, "beta": 1e-8})
+  results = json.loads((tmp_path / "results.json").read_text())
+  results["schedulers"]["pace@1"]["step_s"] = [0.25, 0.21, 0.30]
+  (tmp_path / "results.json").write_text(json.dumps(results))
+  details = json.loads((tmp_path / "details.json").read_text())
+  details["runs"] = [{"name": "compute alone", "value_s": 0.13},
+                     {"name": "compute alone", "value_s": 0.10}]
+  (tmp_path / "details.json").write_text(json.dumps(details))
+  report = validate_sim.validate(str(tmp_path), reference="fastest")
+  assert report["rows"]["pace@1"]["measured_s"] == 0.21
+  assert report["inputs"]["measured_compute_s"] == 0.10
+  assert report["inputs"]["measured_comm_s"] == 0.15  # no runs: results'
+  assert "repeat_spread" in report["rows"]["pace@1"]
+  with pytest.raises(ValueError):
+    validate_sim.validate(str(tmp_path), reference="best")
+
+
+def test_runtime_plan_is_the_one_the_runtime_ran():
+  # The rows of benchmarks/results/2026-12-02-vgg_small-*: collectives of
+  # these sizes in this order (their traces, by collective_id).
+  validate_sim = scripts.load_script("validate_sim")
+  dag = scripts.load_script("simulate").model_dag("vgg_small", 24, "v100",
+                                                 None)
+  sizes = lambda s: [c.nbytes for c in validate_sim.runtime_plan(
+      dag, s, 2, {}).collectives]
+  assert sizes("pace") == [11304, 2098176, 295424, 147968, 115072, 590336]
+  assert sizes("horovod") == [2109480, 1148800]
+  assert sizes("ddp") == [2108456, 1149824]
+  assert sizes("priority")[:4] == [40, 1024, 10240, 2097152]

@@ -20,8 +20,9 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   collective costs `alpha + beta * bytes` alone; in flight, its fixed part
   `alpha` (start-up, handshakes) overlaps whatever else is in flight, but
   its bytes queue behind earlier collectives' bytes on the one link (FIFO,
-  in the order their fixed parts end). The traces show FIFO rather than fair sharing: a
-  295 KB all-reduce released 20 ms after a 2 MB one ends after it.
+  in the order their fixed parts end). The traces show FIFO rather than
+  fair sharing: a 295 KB all-reduce released 20 ms after a 2 MB one ends
+  12 ms after it, its own bytes' time at the link's rate.
   With a credit of 1 this is exactly the planner's channel.
 - **CPU contention.** A collective of s bytes needs `cpu.alpha +
   cpu.beta * s` seconds of the compute core (gRPC's threads: set-up,
