@@ -231,21 +231,36 @@ def _with_forward_share(dag, share: float):
 
 
 def _recorded_plan(plans_dir: str, name: str, dag):
-  """The plan row `name` ran, if recorded and made for `dag`; else None."""
+  """(The plan row `name` ran, or None; how it was read).
+
+  The runtime names a plan's tensors after graph tensors ("value[3]"), not
+  the DAG's layers; a plan whose tensor sizes equal the DAG's, in order
+  (both follow the model's trainable variables), is put on the DAG's
+  tensors. Otherwise the recorded plan is not usable here: (None, why).
+  """
   # pylint: disable=g-import-not-at-top
   from tf_preempt import plan as plan_lib
   from tf_preempt.plan import simulator
   # pylint: enable=g-import-not-at-top
   path = os.path.join(plans_dir, name + ".json")
   if not os.path.isfile(path):
-    return None
+    return None, "not recorded"
   with open(path) as f:
     plan = plan_lib.Plan.from_json(f.read())
   try:
     simulator.check_plan_matches(dag, plan)
-  except ValueError:
-    return None
-  return plan
+    return plan, "recorded"
+  except ValueError as e:
+    if [t.nbytes for t in plan.tensors] != [t.nbytes for t in dag.tensors]:
+      return None, f"recorded for other tensors ({e})"
+  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0),
+                               "fifo").tensors
+  groups = [[(p.tensor, p.offset, p.length) for p in c.pieces]
+            for c in plan.collectives]
+  return (plan_lib.plan_from_groups(
+      tensors, groups, scheduler=plan.scheduler, options=plan.options,
+      kinds=[c.kind for c in plan.collectives]),
+          "recorded (tensors matched by position and size)")
 
 
 def _given(args: Sequence[str]) -> Dict[str, str]:
@@ -286,18 +301,22 @@ def runtime_plan(dag, scheduler: str, workers: int, options: Dict[str, Any]):
 def _row_plan(plans_dir, name, scheduler, args, dag, cost, workers):
   """(The plan row `name` ran, or the best stand-in; where it came from)."""
   from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  plan = _recorded_plan(plans_dir, name, dag)
+  plan, how = _recorded_plan(plans_dir, name, dag)
   if plan is not None:
-    return plan, "recorded"
+    return plan, how
   given = _given(args)
   if scheduler in ("tf_default", "tf_packed"):
     options = {}
     if scheduler == "tf_packed" and "bytes_per_pack" in given:
       options["bytes_per_pack"] = int(given["bytes_per_pack"])
-    return (plan_lib.make_plan(dag, cost, scheduler, **options),
-            "stock packing (planner's copy)")
-  return (runtime_plan(dag, scheduler, workers, {}),
-          "runtime's plan from gradient sizes (rebuilt)")
+    plan, source = (plan_lib.make_plan(dag, cost, scheduler, **options),
+                    "stock packing (planner's copy)")
+  else:
+    plan, source = (runtime_plan(dag, scheduler, workers, {}),
+                    "runtime's plan from gradient sizes (rebuilt)")
+  if how != "not recorded":
+    source += f"; plans/{name}.json {how}"
+  return plan, source
 
 
 # --- Measurements from the Chrome traces (worker 0), for the calibration.
@@ -579,7 +598,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     args = (settings.get(name) or {}).get("args") or ()
     plan, plan_source = _row_plan(plans_dir, name, scheduler, args, dag, cost,
                                   setup["workers"])
-    stand_in_plans |= plan_source != "recorded"
+    stand_in_plans |= not plan_source.startswith("recorded")
     given = _given(args)
     row_cpu = cpu
     if cpu is not None and calib["interval_s"] is not None:

@@ -5,6 +5,7 @@ The directory has the layout and schema `scripts/bench.py` writes
 invented, so only the mechanics are tested, not the simulator's accuracy.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -114,6 +115,29 @@ def test_recorded_plan_is_simulated(tmp_path):
   assert row["plan"] == "recorded"
   assert row["predicted_s"] == pytest.approx(
       report["rows"]["tf_default@1"]["predicted_s"])
+  # The runtime names tensors after graph tensors: matched by position and
+  # size, the same plan.
+  renamed = plan_lib.plan_from_groups(
+      [dataclasses.replace(t, name=f"value[{i}]")
+       for i, t in enumerate(recorded.tensors)],
+      [[(p.tensor, p.offset, p.length) for p in c.pieces]
+       for c in recorded.collectives])
+  (tmp_path / "plans" / "pace@1.json").write_text(renamed.to_json())
+  report = validate_sim.validate(str(tmp_path))
+  row = report["rows"]["pace@1"]
+  assert row["plan"] == "recorded (tensors matched by position and size)"
+  assert row["predicted_s"] == pytest.approx(
+      report["rows"]["tf_default@1"]["predicted_s"])
+  # A plan for other tensors is not used, and the table says so.
+  other = plan_lib.plan_from_groups(
+      [dataclasses.replace(t, nbytes=t.nbytes * 2)
+       for t in recorded.tensors],
+      [[(p.tensor, 0, recorded.tensors[p.tensor].nbytes * 2)]
+       for c in recorded.collectives for p in c.pieces])
+  (tmp_path / "plans" / "pace@1.json").write_text(other.to_json())
+  row = validate_sim.validate(str(tmp_path))["rows"]["pace@1"]
+  assert row["plan"].startswith("runtime's plan from gradient sizes")
+  assert "recorded for other tensors" in row["plan"]
 
 
 def test_json_output_and_table_file(tmp_path):
