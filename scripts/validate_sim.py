@@ -40,15 +40,18 @@ the row being predicted:
     CPU-bound (>= 1 Gbit/s; the directory itself, or the fastest such
     sibling with the same model and workers): all of a collective's time
     alone there is taken as CPU work;
-  - the share of the core a collective's CPU work gets while compute runs
-    (--comm_cpu_share), the per-block overhead after the barrier
-    (--block_overhead_ms) and the forward share of compute
-    (--forward_share): measured, leave-one-out, from the Chrome traces of
-    the directory's OTHER rows (never the predicted row's own): the share
-    is the CPU part of alpha over the median duration of the small
-    collectives (<= 64 KiB) that ran while the backward pass computed; the
-    overhead is the median time from a block's last collective to its end;
-    the forward share is the median time to a block's first ready
+  - the CPU part of a collective's fixed cost, the share of the core a
+    collective's CPU work gets while compute runs (--comm_cpu_share), the
+    per-block overhead after the barrier (--block_overhead_ms) and the
+    forward share of compute (--forward_share): measured, leave-one-out,
+    from the Chrome traces of the directory's OTHER rows (never the
+    predicted row's own). The CPU part is the median time between the
+    ends of two small collectives (<= 64 KiB) in flight together after
+    the backward pass (what does not overlap); the share is that CPU part
+    over the median duration of the small collectives that ran while the
+    backward pass computed (less the latency alpha - CPU part); the
+    overhead is the median time from a block's last collective to its
+    end; the forward share is the median time to a block's first ready
     gradient over compute_s.
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
