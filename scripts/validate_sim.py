@@ -109,6 +109,9 @@ def define_flags() -> None:
                       "cost_model.json measured on a CPU-bound link.")
   flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
                       "or a number in (0, 1].")
+  flags.DEFINE_float("bytes_cpu_share", 1.0, "Share of the core the "
+                     "per-byte CPU work gets while compute runs (1: the "
+                     "kernel's network processing preempts the compute).")
   flags.DEFINE_string("block_overhead_ms", "traces", "'traces' "
                       "(leave-one-out) or milliseconds.")
   flags.DEFINE_string("forward_share", "traces", "'traces' (leave-one-out), "
@@ -468,7 +471,8 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
 def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
                                ) -> Optional[str]:
   """The sibling results directory of the same model and workers on the
-  fastest link of at least CPU_BOUND_BITS_PER_S, or None."""
+  fastest link of at least CPU_BOUND_BITS_PER_S (on a tie: one with a
+  cost_model.json, then the newest name), or None."""
   best = None
   parent = os.path.dirname(os.path.abspath(results_dir))
   for path in sorted(glob.glob(os.path.join(parent, "*", "results.json"))):
@@ -479,8 +483,12 @@ def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
         other_setup["model"] != setup["model"] or
         other_setup["workers"] != setup["workers"]):
       continue
-    if best is None or rate > best[0]:
-      best = (rate, other)
+    # The fastest link; on a tie, one with a cost_model.json, then the
+    # newest name.
+    key = (rate, os.path.isfile(os.path.join(other, "cost_model.json")),
+           os.path.basename(other))
+    if best is None or key > best[0]:
+      best = (key, other)
   return None if best is None else best[1]
 
 
@@ -498,6 +506,7 @@ def _fastest_references(results: Dict[str, Any], details: Dict[str, Any]
 
 def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              cpu_cost: str = "auto", comm_cpu_share: str = "traces",
+             bytes_cpu_share: float = 1.0,
              block_overhead_ms: str = "traces",
              forward_share: str = "traces",
              reference: str = "median") -> Dict[str, Any]:
@@ -509,6 +518,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     cost_fallback: "comm" or "trace", without cost_model.json.
     cpu_cost: "auto", "none", or a results directory / cost_model.json.
     comm_cpu_share: "traces" or a number in (0, 1].
+    bytes_cpu_share: in (0, 1]; see `ExecutionModel.bytes_cpu_share`.
     block_overhead_ms: "traces" or milliseconds.
     forward_share: "traces", "flops" or a number in (0, 1).
     reference: "median" (results.json's medians) or "fastest" (every
@@ -608,13 +618,20 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       # The serial part of the fixed cost, measured; the rest is latency.
       row_cpu = plan_lib.CostModel(alpha=min(calib["interval_s"], cpu.alpha),
                                    beta=cpu.beta)
+    row_cost = cost
+    if row_cpu is not None and row_cpu.alpha > cost.alpha:
+      # A collective's fixed cost is at least its CPU part. A fit whose
+      # smallest size is already link-bound (50 KB at 200 Mbit/s) can put
+      # alpha at 0; the CPU part measured in the traces bounds it below.
+      row_cost = plan_lib.CostModel(alpha=row_cpu.alpha, beta=cost.beta)
     share = share_given
     if share is None and row_cpu is not None and calib["small_s"]:
       # A small collective's CPU part took small_s, less its latency, while
       # the backward pass computed.
-      cpu_part = min(row_cpu.alpha, cost.alpha)
-      busy = calib["small_s"] - (cost.alpha - cpu_part)
-      share = min(1.0, cpu_part / busy) if busy > 0 else 1.0
+      cpu_part = row_cpu.alpha
+      busy = calib["small_s"] - (row_cost.alpha - cpu_part)
+      if cpu_part > 0 and busy > 0:
+        share = min(1.0, cpu_part / busy)
     overhead = (overhead_given * 1e-3 if overhead_given is not None else
                 calib["tail_s"] or 0.0)
     model = execution.ExecutionModel(
@@ -624,8 +641,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         max_bytes=(int(given["credit_bytes"]) if "credit_bytes" in given
                    else None),
         cpu=row_cpu, comm_cpu_share=share if share is not None else 1.0,
+        bytes_cpu_share=bytes_cpu_share,
         block_overhead=overhead)
-    predicted = execution.execute(dag, cost, plan, model).step_time
+    predicted = execution.execute(dag, row_cost, plan, model).step_time
     entry.update(
         predicted_s=predicted, error=(predicted - measured) / measured,
         planner_model_s=plan_lib.simulate(dag, cost, plan).iteration_time,
@@ -635,6 +653,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "block_overhead_s": overhead,
                      "from_traces": calib["rows"],
                      "small_collective_s": calib["small_s"],
+                     "alpha_s": row_cost.alpha,
                      "cpu_fixed_s": None if row_cpu is None else row_cpu.alpha,
                      "head_s": calib["head_s"]})
     runs = row.get("step_s") or []
@@ -663,6 +682,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                  "settings": {"cost_fallback": cost_fallback,
                               "cpu_cost": cpu_cost,
                               "comm_cpu_share": comm_cpu_share,
+                              "bytes_cpu_share": bytes_cpu_share,
                               "block_overhead_ms": block_overhead_ms,
                               "forward_share": forward_share,
                               "reference": reference},
@@ -701,14 +721,16 @@ def format_table(report: Dict[str, Any]) -> str:
                                  inputs["settings"].items()) + ".",
       "- Per row (execution model): K, credit, and the leave-one-out "
       "measurements from the other rows' traces: forward share of compute "
-      "(fwd), the core share of a collective while compute runs (share), "
-      "the per-block overhead (ovh).",
+      "(fwd), the CPU part of a collective's fixed cost (cpu; alpha is "
+      "raised to it where the fit is below), the core share of a "
+      "collective while compute runs (share), the per-block overhead "
+      "(ovh).",
       "",
       f"Measured: each row's {inputs['settings']['reference']} repeat.",
       "",
       "| row | measured ms | predicted ms | error | planner model ms | "
-      "colls | plan | fwd | share | ovh ms | note |",
-      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
+      "colls | plan | fwd | cpu / alpha ms | share | ovh ms | note |",
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
   ]
   for name, r in report["rows"].items():
     err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
@@ -721,6 +743,8 @@ def format_table(report: Dict[str, Any]) -> str:
         f"| {name} | {r['measured_s'] * 1e3:.1f} | {_ms(r['predicted_s'])} "
         f"| {err} | {_ms(r.get('planner_model_s'))} | "
         f"{r.get('collectives', '-')} | {r.get('plan', '-')} | {fwd} | "
+        f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
+        f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
         f"{share} | {_ms(c.get('block_overhead_s'))} | {r.get('note', '')} |")
   worst = report["max_abs_error"]
   if worst is not None:
@@ -751,6 +775,7 @@ def main(argv: Sequence[str]) -> None:
                       cost_fallback=FLAGS.cost_fallback,
                       cpu_cost=FLAGS.cpu_cost,
                       comm_cpu_share=FLAGS.comm_cpu_share,
+                      bytes_cpu_share=FLAGS.bytes_cpu_share,
                       block_overhead_ms=FLAGS.block_overhead_ms,
                       forward_share=FLAGS.forward_share)
   table = format_table(report)

@@ -277,3 +277,21 @@ def test_share_is_per_collective_while_computing():
   # b0 does 2 s of work by 6, then 8 s alone: ends at 14; t0 [14,15].
   assert ex.collective_end == [[6, 6, 15]]
   assert ex.op_end[0]["b0"] == pytest.approx(14.0)
+
+
+def test_bytes_cpu_share_apart_from_the_fixed_work():
+  # As test_bytes_slow_down_without_their_core_share, but the bytes get
+  # the core they need (0.5) while b0 computes: t1 moves at full speed
+  # [15,19]; b0 runs at 0.5 meanwhile (2 s of work), then 3 s alone: 22.
+  dag = TrainingDAG.chain([5, 5], [5, 5], [4, 4])
+  cost = CostModel(alpha=0.0, beta=1.0)
+  plan = _plan(dag, [[(1, 0, 4)], [(0, 0, 4)]])
+  ex = execute(dag, cost, plan, ExecutionModel(
+      unroll=1, cpu=CostModel(0.0, 0.5), comm_cpu_share=0.25,
+      bytes_cpu_share=1.0))
+  assert ex.collective_end[0][0] == pytest.approx(19.0)
+  assert ex.op_end[0]["b0"] == pytest.approx(22.0)  # 2 s by 19, 3 s more
+  with pytest.raises(ValueError):
+    ExecutionModel(bytes_cpu_share=0.0)
+  assert "1 of it for the bytes" in ExecutionModel(
+      cpu=cost, bytes_cpu_share=1.0).describe()

@@ -326,3 +326,34 @@ def test_runtime_plan_is_the_one_the_runtime_ran():
   assert sizes("horovod") == [2109480, 1148800]
   assert sizes("ddp") == [2108456, 1149824]
   assert sizes("priority")[:4] == [40, 1024, 10240, 2097152]
+
+
+def test_fixed_cost_is_at_least_its_cpu_part(tmp_path):
+  # A fit with alpha 0 (its smallest size already link-bound): every row's
+  # alpha becomes the CPU part measured in the other rows' traces, and the
+  # core share follows from the small collectives during the backward pass.
+  validate_sim = scripts.load_script("validate_sim")
+  _make_results(tmp_path, traces=False, cost={"alpha": 0.0, "beta": 1e-8})
+  ms = 1000.0
+  colls = [
+      _collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
+      _collective(3, 1, 1024, 1031 * ms, 1031 * ms, 12 * ms),
+      _collective(3, 2, 512, 1060 * ms, 1080 * ms, 2 * ms),
+      _collective(3, 3, 512, 1060 * ms, 1081 * ms, 2.5 * ms),
+  ]
+  trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
+                 colls)
+  for name in ("tf_default_k1", "tf_packed_k1", "pace_k1"):
+    (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(trace))
+  (tmp_path / "cpu.json").write_text(json.dumps({"alpha": 2e-3,
+                                                 "beta": 1e-9}))
+  report = validate_sim.validate(str(tmp_path),
+                                 cpu_cost=str(tmp_path / "cpu.json"))
+  calib = report["rows"]["pace@1"]["calibration"]
+  assert calib["cpu_fixed_s"] == pytest.approx(1.5e-3)  # 1081+2.5 - 1082
+  assert calib["alpha_s"] == pytest.approx(1.5e-3)
+  assert calib["comm_cpu_share"] == pytest.approx(1.5 / 12)
+  assert report["inputs"]["cost_model"]["alpha"] == 0.0
+  table = validate_sim.format_table(report)
+  assert "| 1.50 / 1.50 |" in table

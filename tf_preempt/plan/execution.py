@@ -77,6 +77,10 @@ class ExecutionModel:
       fair time-slicing; smaller, the compute thread keeps the core and the
       collective's work waits for it. On an idle core the collectives share
       all of it.
+    bytes_cpu_share: the same for the per-byte CPU work while the bytes
+      move; None: `comm_cpu_share`. Moving bytes is largely the kernel's
+      network processing, which preempts user threads, unlike a
+      collective's fixed work, which waits for the compute thread.
     block_overhead: seconds added once per block (needs `unroll`): what
       follows the barrier before the next block's first op (the function's
       return, the training loop, the next call's dispatch).
@@ -86,6 +90,7 @@ class ExecutionModel:
   max_bytes: Optional[int] = None
   cpu: Optional[cost_lib.CostModel] = None
   comm_cpu_share: float = 1.0
+  bytes_cpu_share: Optional[float] = None
   block_overhead: float = 0.0
 
   def __post_init__(self):
@@ -102,6 +107,9 @@ class ExecutionModel:
     if not 0 < self.comm_cpu_share <= 1:
       raise ValueError(f"comm_cpu_share={self.comm_cpu_share!r} must be in "
                        "(0, 1].")
+    if self.bytes_cpu_share is not None and not 0 < self.bytes_cpu_share <= 1:
+      raise ValueError(f"bytes_cpu_share={self.bytes_cpu_share!r} must be "
+                       "None or in (0, 1].")
     if not (math.isfinite(self.block_overhead) and self.block_overhead >= 0):
       raise ValueError(f"block_overhead={self.block_overhead!r} must be "
                        "finite and >= 0.")
@@ -124,6 +132,8 @@ class ExecutionModel:
                    f"{self.cpu.beta * 1e9:.3f} ns/B on the compute core, "
                    f"{self.comm_cpu_share:.3g} of the core while compute "
                    "runs")
+      if self.bytes_cpu_share is not None:
+        parts.append(f"{self.bytes_cpu_share:.3g} of it for the bytes")
     if self.block_overhead:
       parts.append(f"{self.block_overhead * 1e3:.3f} ms per block after "
                    "the barrier")
@@ -386,7 +396,11 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
     if computing:
       # Each collective waits for the compute thread on its own (its work
       # is served between compute slices), so the share is per collective.
-      alloc = [min(d, model.comm_cpu_share) for d in demand]
+      bytes_share = (model.comm_cpu_share if model.bytes_cpu_share is None
+                     else model.bytes_cpu_share)
+      alloc = [min(d, bytes_share if coll.stage == "bytes" else
+                   model.comm_cpu_share)
+               for coll, d in zip(in_flight, demand)]
       if sum(alloc) > 1.0:
         alloc = _water_fill(demand, 1.0)
     else:
