@@ -38,8 +38,9 @@ the row being predicted:
   - CPU cost of a collective on the compute core (--cpu_cost): the cost
     model of a directory whose link is fast enough that communication is
     CPU-bound (>= 1 Gbit/s; the directory itself, or the fastest such
-    sibling with the same model and workers): all of a collective's time
-    alone there is taken as CPU work;
+    sibling with the same worker count, any model: the CPU cost is the
+    machine's): all of a collective's time alone there is taken as CPU
+    work;
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
     per-block overhead after the barrier (--block_overhead_ms) and the
@@ -431,7 +432,7 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
     total_bytes: the model's gradient bytes.
     source: "none"; "auto" (this directory's `cost` if its link is
       CPU-bound, else the fastest CPU-bound sibling directory of the same
-      model and workers, else none); or a results directory or a
+      worker count, else none); or a results directory or a
       cost_model.json measured on a CPU-bound link.
 
   Returns:
@@ -450,8 +451,8 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
       return cost, "this directory's own cost model (CPU-bound link)"
     source = _fastest_cpu_bound_sibling(results_dir, setup)
     if source is None:
-      return None, ("none: no results directory of the same model and "
-                    "workers on a CPU-bound link beside this one")
+      return None, ("none: no results directory of the same worker count "
+                    "on a CPU-bound link beside this one")
   path = (os.path.join(source, "cost_model.json") if os.path.isdir(source)
           else source)
   name = os.path.relpath(path, os.path.dirname(os.path.abspath(results_dir)))
@@ -470,23 +471,24 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
 
 def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
                                ) -> Optional[str]:
-  """The sibling results directory of the same model and workers on the
-  fastest link of at least CPU_BOUND_BITS_PER_S (on a tie: one with a
-  cost_model.json, then the newest name), or None."""
+  """The sibling results directory of the same worker count on the fastest
+  link of at least CPU_BOUND_BITS_PER_S (on a tie: one with a
+  cost_model.json, then the same model, then the newest name), or None."""
   best = None
   parent = os.path.dirname(os.path.abspath(results_dir))
   for path in sorted(glob.glob(os.path.join(parent, "*", "results.json"))):
     other = os.path.dirname(path)
     other_setup = _setup(_read_json(path), {})
     rate = other_setup["link_bits_per_s"]
+    # The CPU cost of a collective is the machine's and the ring's (worker
+    # count), not the model's.
     if (rate is None or rate < CPU_BOUND_BITS_PER_S or
-        other_setup["model"] != setup["model"] or
         other_setup["workers"] != setup["workers"]):
       continue
     # The fastest link; on a tie, one with a cost_model.json, then the
-    # newest name.
+    # same model, then the newest name.
     key = (rate, os.path.isfile(os.path.join(other, "cost_model.json")),
-           os.path.basename(other))
+           other_setup["model"] == setup["model"], os.path.basename(other))
     if best is None or key > best[0]:
       best = (key, other)
   return None if best is None else best[1]

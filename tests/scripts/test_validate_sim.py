@@ -245,13 +245,14 @@ def test_calibration_leaves_the_row_out(tmp_path):
   assert validate_sim.trace_name("pace@2") == "pace_k2.worker-0.json"
 
 
-def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small"):
+def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small", workers=2):
   os.makedirs(path)
   results = {"schedulers": {"tf_default@1": _row(0.30),
                             "pace@2": dict(_row(0.22), unroll=2)},
              "compute_s": 0.12, "comm_s": comm_s, "lower_bound_s": 0.15,
-             "command": f"scripts/bench.py --model={model} --workers=2 "
-                        f"--batch_size=8 --bandwidth={bandwidth}",
+             "command": f"scripts/bench.py --model={model} "
+                        f"--workers={workers} --batch_size=8 "
+                        f"--bandwidth={bandwidth}",
              "machine": "made up"}
   (path / "results.json").write_text(json.dumps(results))
 
@@ -260,7 +261,11 @@ def test_cpu_cost_from_the_fastest_cpu_bound_sibling(tmp_path):
   validate_sim = scripts.load_script("validate_sim")
   _bench_dir(tmp_path / "slow", "200mbit")
   _bench_dir(tmp_path / "fast", "2gbit", comm_s=0.02)
-  _bench_dir(tmp_path / "faster_other_model", "10gbit", model="resnet50")
+  # Another worker count is another ring: never used.
+  _bench_dir(tmp_path / "faster_4_workers", "10gbit", workers=4)
+  # Another model on the same link loses the tie to the same model.
+  _bench_dir(tmp_path / "fast_other_model", "2gbit", comm_s=0.03,
+             model="resnet20")
   _bench_dir(tmp_path / "mid", "500mbit", comm_s=0.05)
   report = validate_sim.validate(str(tmp_path / "slow"))
   inputs = report["inputs"]
@@ -283,6 +288,11 @@ def test_cpu_cost_from_the_fastest_cpu_bound_sibling(tmp_path):
   # And "none" turns contention off.
   off = validate_sim.validate(str(tmp_path / "slow"), cpu_cost="none")
   assert off["inputs"]["cpu_cost"] is None
+  # The CPU cost is the machine's, not the model's: a model measured only
+  # on the slow link takes it from the other model's directory.
+  _bench_dir(tmp_path / "slow_other_model", "200mbit", model="resnet20")
+  other = validate_sim.validate(str(tmp_path / "slow_other_model"))
+  assert other["inputs"]["cpu_source"].startswith("fast/cost_model.json")
 
 
 def test_cpu_contention_lengthens_the_prediction(tmp_path):
