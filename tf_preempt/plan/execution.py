@@ -32,9 +32,10 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   core share `cpu.beta / beta` they need, slower with less. The core is
   shared as a fluid: while compute runs, each collective's CPU work gets at
   most `comm_cpu_share` of it (1: it preempts the compute; 0.5: fair
-  time-slicing; less: it mostly waits for the compute thread); on an idle
-  core the collectives divide all of it max-min fairly; the compute gets
-  the rest. So the CPU parts of collectives in flight add up
+  time-slicing; less: it mostly waits for the compute thread), its
+  per-byte work at most `bytes_cpu_share` (by default the same); on an
+  idle core the collectives divide all of it max-min fairly; the compute
+  gets the rest. So the CPU parts of collectives in flight add up
   instead of overlapping, compute that overlaps communication is slowed by
   its CPU work, and communication on an otherwise idle core costs nothing
   extra.
