@@ -73,3 +73,11 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert pace_run["profile"]["cost_model"]["beta"] >= 0
   assert pace_run["profile"]["forward_s"] > 0
   assert "profiled steps" in details["settings"]["pace@2"]["description"]
+  # The trace holds the collectives of the plan that ran last (the
+  # re-planned one), so they reach into the last step block, not only the
+  # warm-up's.
+  with open(tmp_path / "traces" / "pace_k2.worker-0.json") as f:
+    events = json.load(f)["traceEvents"]
+  last_block = max(e["ts"] for e in events if e.get("cat") == "compute")
+  assert max(e["ts"] + e["dur"] for e in events
+             if e.get("cat") == "collective") >= last_block

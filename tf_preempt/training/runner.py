@@ -276,8 +276,16 @@ def _write_timeline(path, strategy, timer, worker_index, stats):
   ops = getattr(strategy, "cross_device_ops", None)
   records = {}
   if ops is not None and hasattr(ops, "telemetry"):
+    # The plan the last steps ran: after a re-plan, the warm-up plan may
+    # have more collectives, and telemetry() would pick that one.
+    plan = gradient_plan(strategy)
+    try:
+      telemetry = ops.telemetry(
+          fingerprint=plan.fingerprint() if plan is not None else None)
+    except KeyError:  # That plan never went through the scheduler op.
+      telemetry = ops.telemetry()
     records = {f"w{worker_index} {device}": list(r)
-               for device, r in ops.telemetry().items()}
+               for device, r in telemetry.items()}
   compute = {f"w{worker_index} steps": timer.spans}
   chrome_trace.write_chrome_trace(
       path, records, compute,
