@@ -109,12 +109,9 @@ def test_recorded_plan_is_simulated(tmp_path):
   cost = plan_lib.CostModel(alpha=1e-3, beta=1e-8)
   recorded = plan_lib.make_plan(dag, cost, "tf_default")
   os.makedirs(tmp_path / "plans")
-  (tmp_path / "plans" / "pace@1.json").write_text(recorded.to_json())
-  report = validate_sim.validate(str(tmp_path))
-  row = report["rows"]["pace@1"]
+  row, reference = _pace_row_with_plan(validate_sim, tmp_path, recorded)
   assert row["plan"] == "recorded"
-  assert row["predicted_s"] == pytest.approx(
-      report["rows"]["tf_default@1"]["predicted_s"])
+  assert row["predicted_s"] == pytest.approx(reference)
   # The runtime names tensors after graph tensors: matched by position and
   # size, the same plan.
   renamed = plan_lib.plan_from_groups(
@@ -122,22 +119,27 @@ def test_recorded_plan_is_simulated(tmp_path):
        for i, t in enumerate(recorded.tensors)],
       [[(p.tensor, p.offset, p.length) for p in c.pieces]
        for c in recorded.collectives])
-  (tmp_path / "plans" / "pace@1.json").write_text(renamed.to_json())
-  report = validate_sim.validate(str(tmp_path))
-  row = report["rows"]["pace@1"]
+  row, reference = _pace_row_with_plan(validate_sim, tmp_path, renamed)
   assert row["plan"] == "recorded (tensors matched by position and size)"
-  assert row["predicted_s"] == pytest.approx(
-      report["rows"]["tf_default@1"]["predicted_s"])
+  assert row["predicted_s"] == pytest.approx(reference)
   # A plan for other tensors is not used, and the table says so.
   other = plan_lib.plan_from_groups(
       [dataclasses.replace(t, nbytes=t.nbytes * 2)
        for t in recorded.tensors],
       [[(p.tensor, 0, recorded.tensors[p.tensor].nbytes * 2)]
        for c in recorded.collectives for p in c.pieces])
-  (tmp_path / "plans" / "pace@1.json").write_text(other.to_json())
-  row = validate_sim.validate(str(tmp_path))["rows"]["pace@1"]
+  row, _ = _pace_row_with_plan(validate_sim, tmp_path, other)
   assert row["plan"].startswith("runtime's plan from gradient sizes")
   assert "recorded for other tensors" in row["plan"]
+
+
+def _pace_row_with_plan(validate_sim, results_dir, plan):
+  """Validates with `plan` recorded as pace@1's; (pace@1's row, the
+  predicted seconds of tf_default@1)."""
+  (results_dir / "plans" / "pace@1.json").write_text(plan.to_json())
+  report = validate_sim.validate(str(results_dir))
+  return (report["rows"]["pace@1"],
+          report["rows"]["tf_default@1"]["predicted_s"])
 
 
 def test_json_output_and_table_file(tmp_path):
