@@ -41,8 +41,8 @@ def define_flags() -> None:
   flags.DEFINE_string("strategy", d.strategy,
                       "|".join(config_lib.STRATEGIES) +
                       "; multi_worker reads TF_CONFIG.")
-  flags.DEFINE_list("devices", None, "Devices of --strategy=mirrored "
-                    "(default: all local devices).")
+  flags.DEFINE_list("devices", None, "Devices of --strategy=mirrored or "
+                    "stock_mirrored (default: all local devices).")
   flags.DEFINE_string("scheduler", None,
                       "|".join(config_lib.SCHEDULERS) +
                       f" (default {config_lib.DEFAULT_SCHEDULER}); "

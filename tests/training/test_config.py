@@ -101,6 +101,24 @@ def test_contradictions_one_device(kwargs, flag):
 
 
 @pytest.mark.parametrize("kwargs,flag", [
+    (dict(scheduler="pace"), "--scheduler"),
+    (dict(bytes_per_pack=0), "--bytes_per_pack"),
+    (dict(credit_bytes=1024), "--credit_bytes"),
+    (dict(implementation="ring"), "--implementation"),
+    (dict(steps=4, profile_steps=2), "--profile_steps"),
+])
+def test_stock_mirrored_takes_no_scheduler_flag(kwargs, flag):
+  with pytest.raises(ValueError, match=flag + ".*stock_mirrored.*stock "
+                     "TensorFlow reduces"):
+    _check(strategy="stock_mirrored", **kwargs)
+
+
+def test_stock_mirrored_takes_devices():
+  config = _check(strategy="stock_mirrored", devices=("/cpu:0",))
+  assert not config.distributed
+
+
+@pytest.mark.parametrize("kwargs,flag", [
     (dict(scheduler="pace", bytes_per_pack=1024), "--bytes_per_pack"),
     (dict(scheduler="tf_packed", bytes_per_pack=0), "--bytes_per_pack"),
     (dict(scheduler="fifo", chunk_bytes=1024), "--chunk_bytes"),

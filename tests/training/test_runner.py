@@ -6,6 +6,7 @@ import os
 
 import keras
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tf_preempt.training import TrainConfig
@@ -33,6 +34,18 @@ def test_one_device():
   assert stats["strategy"] == "one_device" and stats["scheduler"] is None
   assert stats["plan"] is None and stats["replicas"] == 1
   assert stats["timed_steps"] == 2  # Two warm-up blocks left out.
+
+
+def test_stock_mirrored_is_tensorflow_s_own(logical_cpus):
+  stats = run(TrainConfig(model="vgg_small", batch_size=8, steps=4,
+                          strategy="stock_mirrored",
+                          devices=tuple(logical_cpus[:2])))
+  _sane(stats, 4)
+  assert stats["strategy"] == "stock_mirrored" and stats["replicas"] == 2
+  # Nothing of tf_preempt reduces: no scheduler, no plan.
+  assert stats["scheduler"] is None and stats["plan"] is None
+  strategy = runner.make_strategy(TrainConfig(strategy="stock_mirrored"))
+  assert type(strategy) is tf.distribute.MirroredStrategy  # pylint: disable=unidiomatic-typecheck
 
 
 def test_mirrored_unrolled_with_timeline(logical_cpus, tmp_path):

@@ -18,7 +18,11 @@ from tf_preempt.launch import tf_config as tf_config_lib
 from tf_preempt.models import registry as model_registry
 from tf_preempt.plan import registry as plan_registry
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker")
+STRATEGIES = ("one_device", "mirrored", "multi_worker", "stock_mirrored")
+# The strategies whose gradient all-reduce tf_preempt schedules; the others
+# take no scheduler flag. "stock_mirrored" is tf.distribute.MirroredStrategy
+# unchanged: the reference of the single-worker overhead benchmark.
+PREEMPTIVE_STRATEGIES = ("mirrored", "multi_worker")
 # The schedulers a strategy can run; "optimal" is exhaustive search, for
 # tests of the planner only.
 SCHEDULERS = ("pace", "priority", "fifo", "tf_default", "tf_packed",
@@ -46,8 +50,10 @@ class TrainConfig:
     epochs: passes over the data set; exclusive with `steps`.
     steps_per_epoch: steps of one epoch; by default one epoch of `steps`
       steps, or the whole data set with `epochs`.
-    strategy: "one_device", "mirrored" or "multi_worker" (reads TF_CONFIG).
-    devices: devices of the "mirrored" strategy; all local ones if None.
+    strategy: "one_device", "mirrored", "multi_worker" (reads TF_CONFIG) or
+      "stock_mirrored" (tf.distribute.MirroredStrategy, no tf_preempt).
+    devices: devices of the "mirrored" and "stock_mirrored" strategies; all
+      local ones if None.
     scheduler: the all-reduce scheduler of the distributed strategies (None:
       "pace"); "tf_default" reduces exactly as stock TensorFlow does.
     bytes_per_pack: "tf_default": CommunicationOptions.bytes_per_pack (as
@@ -126,7 +132,8 @@ class TrainConfig:
 
   @property
   def distributed(self) -> bool:
-    return self.strategy != "one_device"
+    """Whether tf_preempt schedules this run's gradient all-reduce."""
+    return self.strategy in PREEMPTIVE_STRATEGIES
 
   @property
   def tfds_name(self) -> Optional[str]:
@@ -245,25 +252,25 @@ class TrainConfig:
       raise ValueError(f"--unroll={self.unroll} must divide the steps of an "
                        f"epoch ({epoch_steps}): each block of --unroll steps "
                        f"runs as one graph")
-    if self.devices is not None and self.strategy != "mirrored":
-      raise ValueError(f"--devices applies to --strategy=mirrored only, not "
-                       f"{self.strategy!r}")
+    if self.devices is not None and self.strategy not in ("mirrored",
+                                                           "stock_mirrored"):
+      raise ValueError(f"--devices applies to --strategy=mirrored or "
+                       f"stock_mirrored only, not {self.strategy!r}")
     if not self.distributed:
+      why = (f"--strategy={self.strategy} (" +
+             ("no all-reduce" if self.strategy == "one_device" else
+              "stock TensorFlow reduces, nothing is scheduled") + ")")
       if self.profile_steps:
-        raise ValueError("--profile_steps has no effect with "
-                         "--strategy=one_device (no all-reduce to re-plan)")
+        raise ValueError(f"--profile_steps has no effect with {why}")
       for name in ("scheduler", "bytes_per_pack", "chunk_bytes",
                    "credit_bytes", "plan"):
         if getattr(self, name) is not None:
-          raise ValueError(f"--{name} has no effect with "
-                           f"--strategy=one_device (no all-reduce); use "
+          raise ValueError(f"--{name} has no effect with {why}; use "
                            f"mirrored or multi_worker")
       if self.implementation != "auto":
-        raise ValueError("--implementation has no effect with "
-                         "--strategy=one_device (no all-reduce)")
+        raise ValueError(f"--implementation has no effect with {why}")
       if self.scheduler_op != "auto":
-        raise ValueError("--scheduler_op has no effect with "
-                         "--strategy=one_device (no all-reduce)")
+        raise ValueError(f"--scheduler_op has no effect with {why}")
     scheduler = self.effective_scheduler
     if self.bytes_per_pack is not None and scheduler not in ("tf_default",
                                                              "tf_packed"):

@@ -82,6 +82,9 @@ def make_strategy(config: config_lib.TrainConfig):
     gpus = tf.config.list_logical_devices("GPU")
     return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else
                                            "/cpu:0")
+  if config.strategy == "stock_mirrored":
+    return tf.distribute.MirroredStrategy(
+        devices=list(config.devices) if config.devices else None)
   implementation = {
       "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
       "ring": tf.distribute.experimental.CommunicationImplementation.RING,
