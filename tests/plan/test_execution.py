@@ -9,6 +9,7 @@ from tf_preempt.plan import CostModel
 from tf_preempt.plan import Op
 from tf_preempt.plan import SCHEDULERS
 from tf_preempt.plan import SPLIT_SCHEDULERS
+from tf_preempt.plan import SparseGradient
 from tf_preempt.plan import TensorInfo
 from tf_preempt.plan import TrainingDAG
 from tf_preempt.plan import make_plan
@@ -16,6 +17,7 @@ from tf_preempt.plan import plan_from_groups
 from tf_preempt.plan import simulate
 from tf_preempt.plan import synthetic
 from tf_preempt.plan.execution import ExecutionModel
+from tf_preempt.plan.execution import exchange_tail
 from tf_preempt.plan.execution import execute
 
 # b1 [.., +2] -> t1 (4 bytes); b0 [.., +1] -> t0 (8 bytes); f0, f1 1 s each.
@@ -185,6 +187,7 @@ def test_block_overhead_is_added_once_per_block():
     {"unroll": 0}, {"unroll": 1.5}, {"max_collectives": 0},
     {"max_bytes": 0}, {"cpu": (1e-3, 1e-9)}, {"block_overhead": -1.0},
     {"block_overhead": 1.0},  # needs unroll: the steady state has no block
+    {"workers": 0}, {"workers": 1.5}, {"workers": True},
 ])
 def test_bad_models_are_rejected(kwargs):
   with pytest.raises(ValueError):
@@ -295,3 +298,79 @@ def test_bytes_cpu_share_apart_from_the_fixed_work():
     ExecutionModel(bytes_cpu_share=0.0)
   assert "1 of it for the bytes" in ExecutionModel(
       cpu=cost, bytes_cpu_share=1.0).describe()
+
+
+# _DAG with t0 an embedding: 8 bytes dense, but 4 bytes of rows and 2 of
+# indices per worker and step arrive as IndexedSlices.
+_SPARSE_DAG = TrainingDAG(
+    _DAG.ops, _DAG.edges,
+    [dataclasses.replace(_DAG.tensors[0], sparse=SparseGradient(4, 2)),
+     _DAG.tensors[1]])
+
+
+def test_sparse_marks_are_ignored_without_workers():
+  for plan in (_FIFO, _PRIORITY):
+    assert execute(_SPARSE_DAG, _COST, plan).step_time == simulate(
+        _SPARSE_DAG, _COST, plan).iteration_time
+    assert (execute(_SPARSE_DAG, _COST, plan, ExecutionModel(unroll=2)) ==
+            execute(_DAG, _COST, plan, ExecutionModel(unroll=2)))
+
+
+def test_sparse_tensor_is_all_gathered_after_the_dense_collectives():
+  # 2 workers: an all-gather of b bytes per worker costs 1 + 0.5 b. K=1:
+  # F [0,2], b1 [2,4], b0 [4,5]. t0's collective is not issued; t1 [4,7]
+  # (bytes [5,7]). The row count (4 B) is released with t1, outside the
+  # credit of 1: fixed [4,5], its bytes queue behind t1's: [7,9]. Rows
+  # (4 B) and indices (2 B) then: fixed [9,10], bytes [10,12] and [12,13].
+  model = ExecutionModel(unroll=1, workers=2)
+  one = execute(_SPARSE_DAG, _COST, _FIFO, model)
+  assert one.collective_launch == [[4]] and one.collective_end == [[7]]
+  assert one.exchange_launch == [[4, 9, 9]]
+  assert one.exchange_end == [[9, 12, 13]]
+  assert one.block_time == 13  # all-reduced as planned: 12
+  assert execute(_SPARSE_DAG, _COST, _FIFO,
+                 ExecutionModel(unroll=1)).block_time == 12
+  # K=2: step 2's f0 reads t0 and waits for its rows and indices (13):
+  # f0 [13,14] .. b0 [17,18]; t1 [17,20]; count [17,18] + [20,22]; rows
+  # and indices [22,23] + [23,25], [25,26].
+  two = execute(_SPARSE_DAG, _COST, _FIFO, dataclasses.replace(model,
+                                                               unroll=2))
+  assert two.op_start[1]["f0"] == 13
+  assert two.exchange_end == [[9, 12, 13], [22, 25, 26]]
+  assert two.block_time == 26 and two.step_time == 13
+
+
+def test_sparse_pieces_leave_fused_collectives():
+  # t0 fused with t1, as a planner that ignores sparsity would plan: the
+  # runtime reduces only t1's 4 bytes, without waiting for t0's producer.
+  fused = _plan(_SPARSE_DAG, [[(0, 0, 8), (1, 0, 4)]])
+  ex = execute(_SPARSE_DAG, _COST, fused, ExecutionModel(unroll=1,
+                                                         workers=2))
+  assert ex.collective_launch == [[4]] and ex.collective_end == [[7]]
+  assert ex.block_time == 13
+
+
+def test_all_gather_moves_n_minus_1_shares_through_each_link():
+  # n workers: beta * n * b / 2, so with 3 the count's bytes take 3 s
+  # ([7,10]), the rows' 3 s and the indices' 1.5 s: fixed [10,11], rows
+  # [11,14], indices [14,15.5].
+  ex = execute(_SPARSE_DAG, _COST, _FIFO, ExecutionModel(unroll=1,
+                                                         workers=3))
+  assert ex.exchange_end == [[10, 14, 15.5]]
+  # One worker moves nothing: only the fixed costs remain.
+  solo = execute(_SPARSE_DAG, _COST, _FIFO, ExecutionModel(unroll=1,
+                                                           workers=1))
+  assert solo.exchange_end == [[7, 8, 8]]
+
+
+def test_exchange_tail_is_what_follows_the_first_all_gather():
+  # Alone: count fixed [0,1], bytes [1,3]; rows and indices fixed [3,4],
+  # bytes [4,6] and [6,7]: 4 s after the count.
+  model = ExecutionModel(unroll=2, block_overhead=9.0, workers=2)
+  assert exchange_tail(_SPARSE_DAG, _COST, model) == 4
+  # Their fixed CPU work shares the core: both end at 5, then 3 s of bytes.
+  assert exchange_tail(_SPARSE_DAG, _COST, dataclasses.replace(
+      model, cpu=_COST)) == 5
+  assert exchange_tail(_SPARSE_DAG, _COST, ExecutionModel(unroll=1)) == 0
+  assert exchange_tail(_DAG, _COST, model) == 0
+  assert "all-gathered over 2 worker(s)" in model.describe()

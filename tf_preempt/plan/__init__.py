@@ -5,6 +5,7 @@ Pure numpy: nothing here imports TensorFlow.
 
 from tf_preempt.plan.cost import CostModel
 from tf_preempt.plan.dag import Op
+from tf_preempt.plan.dag import SparseGradient
 from tf_preempt.plan.dag import TensorInfo
 from tf_preempt.plan.dag import TrainingDAG
 from tf_preempt.plan.plan import Collective

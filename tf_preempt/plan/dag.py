@@ -13,12 +13,18 @@ Semantics (shared by the simulator and every scheduler):
 
 Edges `(a, b)` mean "b waits for a" and link ops of the same phase only: the
 two passes are coupled through the tensors, not through edges.
+
+A tensor may be marked `sparse` (`SparseGradient`): its gradient arrives as
+`tf.IndexedSlices` (an embedding's), which the runtime all-gathers after the
+dense collectives instead of reducing it as planned. The planner and
+`simulator` ignore the mark (they plan and reduce every tensor alike);
+`execution` models the all-gather.
 """
 
 import dataclasses
 import json
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,6 +46,22 @@ class Op:
 
 
 @dataclasses.dataclass(frozen=True)
+class SparseGradient:
+  """A gradient that arrives as `tf.IndexedSlices`, per worker and step.
+
+  The runtime all-gathers each worker's rows and their indices (as stock
+  TensorFlow does) instead of all-reducing the dense tensor.
+
+  Attributes:
+    values_nbytes: bytes of the rows one worker's step produces (rows looked
+      up x bytes per row), > 0.
+    indices_nbytes: bytes of their indices (rows x the index itemsize), > 0.
+  """
+  values_nbytes: int
+  indices_nbytes: int
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorInfo:
   """A trainable tensor whose gradient is all-reduced.
 
@@ -49,12 +71,15 @@ class TensorInfo:
     producer: the backward op that produces the gradient.
     consumers: the forward ops (next iteration) that read the tensor.
     itemsize: bytes per element.
+    sparse: None for a dense gradient; a `SparseGradient` if the gradient
+      is `tf.IndexedSlices` (see the module doc).
   """
   name: str
   nbytes: int
   producer: str
   consumers: Tuple[str, ...]
   itemsize: int = 4
+  sparse: Optional[SparseGradient] = None
 
   def __post_init__(self):
     object.__setattr__(self, "consumers", tuple(self.consumers))
@@ -134,6 +159,12 @@ class TrainingDAG:
           t.nbytes % t.itemsize):
         raise ValueError(f"Tensor {t.name!r}: nbytes {t.nbytes!r} must be a "
                          f"positive multiple of itemsize {t.itemsize}.")
+      if t.sparse is not None and not (
+          isinstance(t.sparse, SparseGradient) and
+          all(isinstance(n, (int, np.integer)) and n > 0 for n in
+              (t.sparse.values_nbytes, t.sparse.indices_nbytes))):
+        raise ValueError(f"Tensor {t.name!r}: sparse={t.sparse!r} must be "
+                         "None or a SparseGradient of positive byte counts.")
       if not t.producer:
         raise ValueError(f"Tensor {t.name!r} has no producer.")
       if t.producer not in phase:
@@ -210,12 +241,17 @@ class TrainingDAG:
   # --- serialisation -------------------------------------------------------
 
   def to_dict(self) -> Dict:
+    tensors = []
+    for t in self.tensors:
+      entry = {"name": t.name, "nbytes": t.nbytes, "producer": t.producer,
+               "consumers": list(t.consumers), "itemsize": t.itemsize}
+      if t.sparse is not None:  # written only when set: old JSON unchanged
+        entry["sparse"] = dataclasses.asdict(t.sparse)
+      tensors.append(entry)
     return {
         "ops": [[o.name, o.phase, o.duration] for o in self.ops],
         "edges": [list(e) for e in self.edges],
-        "tensors": [{"name": t.name, "nbytes": t.nbytes,
-                     "producer": t.producer, "consumers": list(t.consumers),
-                     "itemsize": t.itemsize} for t in self.tensors],
+        "tensors": tensors,
     }
 
   def to_json(self) -> str:
@@ -234,7 +270,11 @@ class TrainingDAG:
       tensors = [TensorInfo(str(t["name"]), int(t["nbytes"]),
                             str(t["producer"]),
                             tuple(str(c) for c in t["consumers"]),
-                            int(t.get("itemsize", 4)))
+                            int(t.get("itemsize", 4)),
+                            None if t.get("sparse") is None else
+                            SparseGradient(
+                                int(t["sparse"]["values_nbytes"]),
+                                int(t["sparse"]["indices_nbytes"])))
                  for t in data["tensors"]]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
       raise ValueError(f"Not a valid TrainingDAG: {type(e).__name__}: {e}"

@@ -2,7 +2,7 @@
 
 `simulator.simulate` is the planner's model: one steady-state iteration,
 one collective at a time, communication free for the compute. The measured
-runtime (2 CPU workers, ring all-reduce over gRPC) differs in three ways
+runtime (2 CPU workers, ring all-reduce over gRPC) differs in four ways
 that this module can model, each optional (`ExecutionModel`'s defaults give
 `simulator.simulate`'s iteration time; tested):
 
@@ -39,6 +39,20 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   instead of overlapping, compute that overlaps communication is slowed by
   its CPU work, and communication on an otherwise idle core costs nothing
   extra.
+- **Sparse gradients.** A tensor marked `sparse` in the DAG (an embedding:
+  its gradient is `tf.IndexedSlices`) is not all-reduced as planned: the
+  runtime drops its pieces from the plan's collectives (a collective left
+  empty is not issued) and, after the step's dense collectives, exchanges
+  it as stock TensorFlow does (`CollectiveReplicaLauncher.
+  all_reduce_indexed_slices`): an all-gather of each worker's row count
+  (4 bytes), then, once that has ended, all-gathers of the rows and of
+  their indices. These bypass the credit (the scheduler op gates only the
+  plan's collectives) but keep the issue order, and the next step's
+  forward ops that read the tensor wait for both. A ring all-gather of b
+  bytes per worker moves (n-1) b bytes through each link, where an
+  all-reduce of s bytes moves 2 (n-1)/n s (the unit of `beta`): it costs
+  `alpha + beta * n * b / 2`, a whole collective's fixed cost included
+  (gRPC's fixed cost is per launch).
 
 Pure numpy, an event-driven simulation; for validation and what-ifs, not
 for the planner's inner loop.
@@ -54,6 +68,9 @@ from tf_preempt.plan import plan as plan_lib
 from tf_preempt.plan import simulator
 
 FORWARD, BACKWARD = "forward", "backward"
+# The row count a worker all-gathers before its `IndexedSlices`: the int32
+# shape of the indices, one dimension.
+SPARSE_COUNT_BYTES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +102,10 @@ class ExecutionModel:
     block_overhead: seconds added once per block (needs `unroll`): what
       follows the barrier before the next block's first op (the function's
       return, the training loop, the next call's dispatch).
+    workers: None: every tensor is reduced as the plan says (the planner's
+      model; the DAG's sparse marks are ignored). n >= 1: the DAG's sparse
+      tensors are all-gathered over n workers after each step's dense
+      collectives, as the runtime does (module doc).
   """
   unroll: Optional[int] = None
   max_collectives: int = 1
@@ -93,6 +114,7 @@ class ExecutionModel:
   comm_cpu_share: float = 1.0
   bytes_cpu_share: Optional[float] = None
   block_overhead: float = 0.0
+  workers: Optional[int] = None
 
   def __post_init__(self):
     if self.unroll is not None and (not isinstance(self.unroll, int) or
@@ -117,6 +139,11 @@ class ExecutionModel:
     if self.block_overhead and self.unroll is None:
       raise ValueError("block_overhead needs unroll: the steady-state "
                        "iteration has no block.")
+    if self.workers is not None and (
+        isinstance(self.workers, bool) or not isinstance(self.workers, int)
+        or self.workers < 1):
+      raise ValueError(f"workers={self.workers!r} must be None or an int "
+                       ">= 1.")
 
   def describe(self) -> str:
     """One line naming the settings, for reports."""
@@ -138,6 +165,9 @@ class ExecutionModel:
     if self.block_overhead:
       parts.append(f"{self.block_overhead * 1e3:.3f} ms per block after "
                    "the barrier")
+    if self.workers is not None:
+      parts.append(f"sparse gradients all-gathered over {self.workers} "
+                   "worker(s) after the dense collectives")
     return "; ".join(parts)
 
 
@@ -154,10 +184,16 @@ class Execution:
       backward pass of one, the forward pass of the next).
     op_start: per step, op name -> start time (ops of the block only).
     op_end: per step, op name -> end time.
-    collective_launch: per step, the release time of each collective, in
-      plan order (empty lists for a step without a backward pass).
-    collective_end: per step, the end time of each collective.
+    collective_launch: per step, the release time of each collective of
+      the plan that is issued, in plan order (empty lists for a step
+      without a backward pass; with `workers`, a collective of sparse
+      pieces only is not issued).
+    collective_end: per step, the end time of each of them.
     cpu_seconds: core seconds the collectives took from the compute.
+    exchange_launch: per step, the release time of each all-gather of the
+      sparse tensors, in issue order (per tensor: row count, rows,
+      indices); empty lists without `workers` or sparse tensors.
+    exchange_end: per step, the end time of each of them.
   """
   step_time: float
   block_time: float
@@ -167,6 +203,8 @@ class Execution:
   collective_launch: List[List[float]]
   collective_end: List[List[float]]
   cpu_seconds: float
+  exchange_launch: List[List[float]] = dataclasses.field(default_factory=list)
+  exchange_end: List[List[float]] = dataclasses.field(default_factory=list)
 
 
 class _Collective:
@@ -179,15 +217,17 @@ class _Collective:
 
   __slots__ = ("step", "index", "nbytes", "cpu_s", "latency_s", "bytes_s",
                "f_bytes", "gates", "waiting", "stage", "left", "launch",
-               "end")
+               "end", "gated", "then")
 
   def __init__(self, step, index, nbytes, cpu_s, latency_s, bytes_s, f_bytes,
-               gates, waiting):
+               gates, waiting, gated=True):
     self.step, self.index, self.nbytes = step, index, nbytes
     self.cpu_s, self.latency_s, self.bytes_s = cpu_s, latency_s, bytes_s
     self.f_bytes = f_bytes  # core share the bytes need at full link speed
     self.gates = gates  # forward op instances whose reduction this ends
-    self.waiting = waiting  # producer ops not yet ended
+    self.waiting = waiting  # producer ops (and collectives) not yet ended
+    self.gated = gated  # released within the credit (the plan's), or not
+    self.then = []  # collectives that wait for this one's end
     self.stage = None
     self.left = 0.0
     self.launch = self.end = None
@@ -255,35 +295,66 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         w += 1  # the previous step's whole backward pass
       waiting[(s, i)] = w
 
-  # Collective instances, in release order: step by step, plan order.
+  # Collective instances, in release order: step by step, plan order, then
+  # the step's sparse exchange.
   cpu = model.cpu
   phase_cost = cost.phase()
   producer = [dag.op_index(t.producer) for t in dag.tensors]
   consumers = [[dag.op_index(c) for c in t.consumers] for t in dag.tensors]
+  sparse = ([i for i, t in enumerate(dag.tensors) if t.sparse is not None]
+            if model.workers is not None else [])
   colls: List[_Collective] = []
   by_producer = {}  # (step, op) -> collectives waiting for it
+  f_bytes = 0.0
+  if cpu is not None and cost.beta > 0:
+    f_bytes = min(1.0, cpu.beta / cost.beta)
+  cpu_fixed = 0.0 if cpu is None else min(cpu.alpha, cost.alpha)
+
+  def add(coll, tensors):
+    colls.append(coll)
+    for p in sorted({producer[t] for t in tensors}):
+      by_producer.setdefault((coll.step, p), []).append(coll)
+
+  def all_gather(step, nbytes, gates, waiting):
+    """An all-gather of `nbytes` per worker; outside the credit."""
+    n = model.workers
+    bytes_s = cost.beta * n * nbytes / 2 if n > 1 else 0.0
+    return _Collective(step, None, nbytes, cpu_fixed, cost.alpha - cpu_fixed,
+                       bytes_s, f_bytes, gates, waiting, gated=False)
+
   for s in range(steps):
     if BACKWARD not in runs[s]:
       continue
     for k, c in enumerate(plan.collectives):
+      pieces = [p for p in c.pieces if p.tensor not in sparse]
+      if not pieces:
+        continue  # sparse pieces only: the runtime issues nothing
+      tensors = list(dict.fromkeys(p.tensor for p in pieces))
+      nbytes = sum(p.length for p in pieces)
       split = c.kind != plan_lib.ALL_REDUCE
       own = phase_cost if split else cost
       # A split phase does half of the CPU work too, as it does of alpha.
-      cpu_s = 0.0
-      f_bytes = 0.0
-      if cpu is not None:
-        cpu_s = min(cpu.alpha, cost.alpha) * (0.5 if split else 1.0)
-        f_bytes = min(1.0, cpu.beta / cost.beta) if cost.beta > 0 else 0.0
+      cpu_s = cpu_fixed * (0.5 if split else 1.0)
       gates = []
       if c.kind != plan_lib.REDUCE_SCATTER and s + 1 < steps:
-        for t in c.tensors:
+        for t in tensors:
           gates.extend((s + 1, j) for j in consumers[t])
-      prods = sorted({producer[t] for t in c.tensors})
-      coll = _Collective(s, k, c.nbytes, cpu_s, own.alpha - cpu_s,
-                         own.beta * c.nbytes, f_bytes, gates, len(prods))
-      colls.append(coll)
-      for p in prods:
-        by_producer.setdefault((s, p), []).append(coll)
+      prods = {producer[t] for t in tensors}
+      add(_Collective(s, k, nbytes, cpu_s, own.alpha - cpu_s,
+                      own.beta * nbytes, f_bytes, gates, len(prods)),
+          tensors)
+    # The sparse tensors, after the dense values (binding.py): the row
+    # count, then rows and indices once the count is known.
+    for t in sparse:
+      info = dag.tensors[t].sparse
+      gates = [(s + 1, j) for j in consumers[t]] if s + 1 < steps else []
+      rows = all_gather(s, SPARSE_COUNT_BYTES, [], 0)
+      add(rows, [])
+      for nbytes in (info.values_nbytes, info.indices_nbytes):
+        # Waits for the gradient (its producer) and for the row count.
+        coll = all_gather(s, nbytes, list(gates), 2)
+        rows.then.append(coll)
+        add(coll, [t])
   # A forward op waits once per collective that reduces a byte it reads.
   for coll in colls:
     for g in coll.gates:
@@ -341,6 +412,8 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         in_flight.remove(coll)
         for g in coll.gates:
           resolve(g)
+        for other in coll.then:
+          other.waiting -= 1
     return moved
 
   while True:
@@ -361,10 +434,11 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         coll = colls[next_release]
         if coll.waiting:
           break
-        if in_flight and (
-            len(in_flight) >= model.max_collectives or
+        credited = [c for c in in_flight if c.gated]
+        if coll.gated and credited and (
+            len(credited) >= model.max_collectives or
             (model.max_bytes is not None and
-             sum(c.nbytes for c in in_flight) + coll.nbytes >
+             sum(c.nbytes for c in credited) + coll.nbytes >
              model.max_bytes)):
           break
         coll.launch = t
@@ -447,10 +521,52 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
   block = max(ends) + model.block_overhead
   launch = [[] for _ in range(steps)]
   end = [[] for _ in range(steps)]
+  x_launch = [[] for _ in range(steps)]
+  x_end = [[] for _ in range(steps)]
   for coll in colls:
-    launch[coll.step].append(coll.launch)
-    end[coll.step].append(coll.end)
+    if coll.gated:
+      launch[coll.step].append(coll.launch)
+      end[coll.step].append(coll.end)
+    else:
+      x_launch[coll.step].append(coll.launch)
+      x_end[coll.step].append(coll.end)
   return Execution(
       step_time=block if model.unroll is None else block / model.unroll,
       block_time=block, steps=steps, op_start=op_start, op_end=op_end,
-      collective_launch=launch, collective_end=end, cpu_seconds=cpu_seconds)
+      collective_launch=launch, collective_end=end, cpu_seconds=cpu_seconds,
+      exchange_launch=x_launch, exchange_end=x_end)
+
+
+def exchange_tail(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
+                  model: ExecutionModel) -> float:
+  """Seconds a step's sparse exchange lasts after its first all-gather.
+
+  A trace that records only the plan's collectives shows this much of the
+  exchange after the step's last dense collective: the first all-gather
+  (the row count, 4 bytes) is issued with that collective, its fixed cost
+  overlaps that collective's bytes and its bytes follow them on the link;
+  the rest (rows and indices, for every sparse tensor) comes after.
+  Simulated with `model` on an otherwise idle core and link.
+
+  Args:
+    dag: the training DAG.
+    cost: the cost of one collective timed alone.
+    model: the execution model; its `workers` turns the exchange on.
+
+  Returns:
+    The seconds; 0 without `model.workers` or sparse tensors.
+  """
+  tensors = [dataclasses.replace(t, producer="backward",
+                                 consumers=("forward",))
+             for t in dag.tensors if t.sparse is not None]
+  if model.workers is None or not tensors:
+    return 0.0
+  alone = dag_lib.TrainingDAG(
+      [dag_lib.Op("forward", FORWARD, 0.0),
+       dag_lib.Op("backward", BACKWARD, 0.0)], [], tensors)
+  plan = plan_lib.plan_from_groups(
+      [plan_lib.PlanTensor(t.name, t.nbytes, t.itemsize) for t in tensors],
+      [[(i, 0, t.nbytes)] for i, t in enumerate(tensors)])
+  ends = execute(alone, cost, plan, dataclasses.replace(
+      model, unroll=1, block_overhead=0.0)).exchange_end[0]
+  return max(ends) - ends[0]

@@ -20,6 +20,14 @@ the forward order, since that call's backward runs last. For a shared layer,
 the other calls' backward ops get an edge into the producer, so the gradient
 is ready only when every call has added its part.
 
+Sparse gradients. The weights of `keras.layers.Embedding` layers (read by a
+gather, nothing else) get `tf.IndexedSlices` gradients, which the runtime
+all-gathers instead of all-reducing. Such a tensor carries a
+`SparseGradient`: per worker and step, the rows looked up (batch_size x the
+ids of one example, summed over the layer's calls) times the bytes of a row,
+and as many indices of the ids' dtype (int64 ids stay int64; Keras casts
+any other dtype to int32).
+
 Durations. A roofline estimate per call: the forward pass takes
 
     max(flops / (peak_flops * efficiency),
@@ -46,6 +54,7 @@ import keras
 import numpy as np
 
 from tf_preempt.plan.dag import Op
+from tf_preempt.plan.dag import SparseGradient
 from tf_preempt.plan.dag import TensorInfo
 from tf_preempt.plan.dag import TrainingDAG
 
@@ -416,7 +425,7 @@ def model_to_dag(model: keras.Model,
       edges.append((f"{p.name}/{FORWARD}", f"{c.name}/{FORWARD}"))
       edges.append((f"{c.name}/{BACKWARD}", f"{p.name}/{BACKWARD}"))
 
-  tensors = _tensors(model, kept, edges)
+  tensors = _tensors(model, kept, edges, batch_size)
 
   if profile:
     names = {op.name for op in ops}
@@ -430,8 +439,36 @@ def model_to_dag(model: keras.Model,
   return TrainingDAG(ops, edges, tensors)
 
 
-def _tensors(model, kept: Sequence[_Call], edges: List[Tuple[str, str]]
-             ) -> List[TensorInfo]:
+def _sparse_gradient(v, calls: Sequence[_Call], batch_size: int
+                     ) -> Optional[SparseGradient]:
+  """The `SparseGradient` of variable `v`, or None if it is dense.
+
+  Sparse when every call reading `v` is an `Embedding` gathering from it
+  (with LoRA or quantisation its `embeddings` is a computed tensor, not
+  `v`; a variable also read by any other layer gets a dense sum).
+  """
+  for c in calls:
+    if not isinstance(c.layer, keras.layers.Embedding):
+      return None
+    try:
+      if c.layer.embeddings is not v:
+        return None
+    except AttributeError:  # not built
+      return None
+  rows, index_itemsize = 0, 4
+  for c in calls:
+    ids = _node_inputs(c.node)[0]
+    rows += batch_size * _elements(ids.shape)
+    if keras.backend.standardize_dtype(ids.dtype) == "int64":
+      index_itemsize = 8
+  row_bytes = (_elements((None,) + tuple(v.shape)) * _itemsize(v.dtype) //
+               max(1, int(v.shape[0])))
+  return SparseGradient(values_nbytes=rows * row_bytes,
+                        indices_nbytes=rows * index_itemsize)
+
+
+def _tensors(model, kept: Sequence[_Call], edges: List[Tuple[str, str]],
+             batch_size: int) -> List[TensorInfo]:
   """One tensor per trainable variable; adds the shared-weight join edges."""
   owners: Dict[int, List[_Call]] = {}
   for c in kept:
@@ -458,7 +495,8 @@ def _tensors(model, kept: Sequence[_Call], edges: List[Tuple[str, str]]
     tensors.append(TensorInfo(
         name=v.path, nbytes=elements * itemsize, producer=producer,
         consumers=tuple(f"{c.name}/{FORWARD}" for c in calls),
-        itemsize=itemsize))
+        itemsize=itemsize,
+        sparse=_sparse_gradient(v, calls, batch_size)))
   # Several join edges can repeat when several variables are shared alike.
   edges[:] = list(dict.fromkeys(edges))
   return tensors
