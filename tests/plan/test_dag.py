@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tf_preempt.plan import Op
+from tf_preempt.plan import SparseGradient
 from tf_preempt.plan import TensorInfo
 from tf_preempt.plan import TrainingDAG
 
@@ -43,6 +44,11 @@ _EDGES = [("f0", "f1"), ("b1", "b0")]
     (_ops(), _EDGES, _tensors() + [TensorInfo("t0", 4, "b0", ())], "t0"),
     (_ops(), _EDGES + [("f0", "b0")], _tensors(), "b0"),
     (_ops() + [Op("x", "sideways", 1.0)], _EDGES, _tensors(), "x"),
+    (_ops(), _EDGES, _tensors() + [TensorInfo("sp0", 4, "b0", (),
+                                              sparse=SparseGradient(0, 4))],
+     "sp0"),
+    (_ops(), _EDGES, _tensors() + [TensorInfo("spt", 4, "b0", (),
+                                              sparse=(4, 4))], "spt"),
 ])
 def test_validation_names_the_culprit(ops, edges, tensors, name):
   with pytest.raises(ValueError, match=name):
@@ -76,6 +82,12 @@ def test_json_round_trip():
   back = TrainingDAG.from_json(dag.to_json())
   assert back.ops == dag.ops and back.edges == dag.edges
   assert back.tensors == dag.tensors
+  # A sparse mark round-trips and is written only when set.
+  assert "sparse" not in dag.to_json()
+  sparse = TrainingDAG(_ops(), _EDGES, [
+      TensorInfo("t0", 8, "b0", ("f0",), sparse=SparseGradient(16, 8)),
+      _tensors()[1]])
+  assert TrainingDAG.from_json(sparse.to_json()).tensors == sparse.tensors
   with pytest.raises(ValueError):
     TrainingDAG.from_json("{")
   with pytest.raises(ValueError):

@@ -290,3 +290,25 @@ def test_transposed_convolution_flops():
   node = layer._inbound_nodes[0]
   cost = profile.call_cost(layer, node.input_tensors, node.outputs)
   assert cost.flops == 2 * (8 * 8 * 4) * 9 * 6
+
+
+def test_embedding_gradients_are_sparse():
+  # transformer_tiny at 8 examples per worker: 8 x 32 int32 ids gather rows
+  # of 64 float32 from the 1000 x 64 table; every other gradient is dense.
+  dag = profile.model_to_dag(models.get("transformer_tiny"), batch_size=8)
+  (embedding,) = [t for t in dag.tensors if t.sparse is not None]
+  assert embedding.name == "embedding/embeddings"
+  assert embedding.nbytes == 1000 * 64 * 4
+  assert embedding.sparse == plan.SparseGradient(
+      values_nbytes=8 * 32 * 64 * 4, indices_nbytes=8 * 32 * 4)
+  # int64 ids stay int64; a layer called twice gathers both calls' rows.
+  ids = keras.Input((5,), dtype="int64")
+  table = keras.layers.Embedding(10, 3, name="table")
+  both = keras.layers.Concatenate(axis=1)([table(ids), table(ids)])
+  dag = profile.model_to_dag(keras.Model(ids, both), batch_size=2)
+  assert dag.tensors[0].sparse == plan.SparseGradient(
+      values_nbytes=2 * 10 * 3 * 4, indices_nbytes=2 * 10 * 8)
+  # A Dense layer's kernel is dense.
+  x = keras.Input((4,))
+  dense = profile.model_to_dag(keras.Model(x, keras.layers.Dense(2)(x)))
+  assert all(t.sparse is None for t in dense.tensors)
