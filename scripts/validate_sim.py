@@ -26,13 +26,24 @@ the row being predicted:
   testbed, and beta from `comm_s` (all gradient bytes in one all-reduce,
   timed alone); or (--cost_fallback=trace) `CostModel.fit` over the traced
   collectives, whose durations include queueing and contention.
+- Sparse gradients: the DAG's tensors that `model_to_dag` marks sparse
+  (Embedding weights, whose gradients are `tf.IndexedSlices`), with their
+  rows and indices per worker for the benchmark's per-worker batch. The
+  runtime leaves them out of its plans and all-gathers them after each
+  step's dense collectives; the traces record only the planned
+  collectives.
 - The plan of each row: RESULTS_DIR/plans/NAME@K.json (`Plan.to_json`) if
-  present and made for the DAG's tensors; otherwise the plan the runtime
-  makes from the gradient sizes alone (`tf_preempt.runtime.default_plan`'s
-  chain DAG and nominal ring, rebuilt here), or for tf_default/tf_packed
-  the planner's copy of stock TensorFlow's packing.
+  present and made for the DAG's tensors, or for its dense tensors (the
+  runtime plans only those; the sparse ones are appended, one collective
+  each, which the execution model replaces by the all-gathers); otherwise
+  the plan the runtime makes from the dense gradient sizes alone
+  (`tf_preempt.runtime.default_plan`'s chain DAG and nominal ring, rebuilt
+  here), or for tf_default/tf_packed the planner's copy of stock
+  TensorFlow's packing of the dense gradients.
 - The execution model of each row (`ExecutionModel`):
   - unroll: the row's K (blocks of K steps, a barrier between blocks);
+  - workers: the benchmark's, for the all-gathers of the sparse
+    gradients;
   - credit: the row's --credit_collectives / --credit_bytes, else the
     runtime's default on CPUs (2 collectives in flight);
   - CPU cost of a collective on the compute core (--cpu_cost): the cost
@@ -51,9 +62,11 @@ the row being predicted:
     the backward pass (what does not overlap); the share is that CPU part
     over the median duration of the small collectives that ran while the
     backward pass computed (less the latency alpha - CPU part); the
-    overhead is the median time from a block's last collective to its
-    end; the forward share is the median time to a block's first ready
-    gradient over compute_s.
+    overhead is the median time from a block's last traced collective to
+    its end, less what the execution model puts there of the sparse
+    all-gathers (`execution.exchange_tail`; they follow the last dense
+    collective and are not traced); the forward share is the median time
+    to a block's first ready gradient over compute_s.
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
@@ -64,6 +77,7 @@ Usage:
 """
 
 import contextlib
+import dataclasses
 import glob
 import json
 import os
@@ -237,13 +251,40 @@ def _with_forward_share(dag, share: float):
                  share * total / forward)
 
 
+def _dense(dag) -> List[int]:
+  """Positions of the DAG's dense tensors (the ones the runtime plans)."""
+  return [i for i, t in enumerate(dag.tensors) if t.sparse is None]
+
+
+def _on_dag(dag, positions: Sequence[int], plan):
+  """`plan`, made for the DAG's tensors at `positions` (in order), as a
+  plan over all of the DAG's tensors: the others (the sparse ones) are
+  appended, one collective each, as the runtime issues them after the
+  plan's; the execution model replaces those by its all-gathers."""
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.plan.plan import ALL_REDUCE
+  # pylint: enable=g-import-not-at-top
+  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
+  groups = [[(positions[p.tensor], p.offset, p.length) for p in c.pieces]
+            for c in plan.collectives]
+  kinds = [c.kind for c in plan.collectives]
+  for i in sorted(set(range(len(dag.tensors))) - set(positions)):
+    groups.append([(i, 0, dag.tensors[i].nbytes)])
+    kinds.append(ALL_REDUCE)
+  return plan_lib.plan_from_groups(tensors, groups, scheduler=plan.scheduler,
+                                   options=plan.options, kinds=kinds)
+
+
 def _recorded_plan(plans_dir: str, name: str, dag):
   """(The plan row `name` ran, or None; how it was read).
 
   The runtime names a plan's tensors after graph tensors ("value[3]"), not
-  the DAG's layers; a plan whose tensor sizes equal the DAG's, in order
-  (both follow the model's trainable variables), is put on the DAG's
-  tensors. Otherwise the recorded plan is not usable here: (None, why).
+  the DAG's layers, and its own plans cover only the dense gradients (it
+  all-gathers `IndexedSlices` outside the plan). A plan whose tensor sizes
+  equal the DAG's, or its dense tensors', in order (both follow the
+  model's trainable variables), is put on the DAG's tensors. Otherwise the
+  recorded plan is not usable here: (None, why).
   """
   # pylint: disable=g-import-not-at-top
   from tf_preempt import plan as plan_lib
@@ -258,16 +299,23 @@ def _recorded_plan(plans_dir: str, name: str, dag):
     simulator.check_plan_matches(dag, plan)
     return plan, "recorded"
   except ValueError as e:
-    if [t.nbytes for t in plan.tensors] != [t.nbytes for t in dag.tensors]:
-      return None, f"recorded for other tensors ({e})"
-  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0),
-                               "fifo").tensors
-  groups = [[(p.tensor, p.offset, p.length) for p in c.pieces]
-            for c in plan.collectives]
-  return (plan_lib.plan_from_groups(
-      tensors, groups, scheduler=plan.scheduler, options=plan.options,
-      kinds=[c.kind for c in plan.collectives]),
-          "recorded (tensors matched by position and size)")
+    error = e
+  sizes = [t.nbytes for t in plan.tensors]
+  dense = _dense(dag)
+  if sizes == [t.nbytes for t in dag.tensors]:
+    return (_on_dag(dag, range(len(dag.tensors)), plan),
+            "recorded (tensors matched by position and size)")
+  if len(dense) < len(dag.tensors) and sizes == [dag.tensors[i].nbytes
+                                                  for i in dense]:
+    return (_on_dag(dag, dense, plan),
+            "recorded (the dense tensors, matched by position and size)")
+  return None, f"recorded for other tensors ({error})"
+
+
+def _dense_collectives(dag, plan) -> int:
+  """Collectives of `plan` the runtime issues: those with a dense piece."""
+  return sum(1 for c in plan.collectives
+             if any(dag.tensors[p.tensor].sparse is None for p in c.pieces))
 
 
 def _given(args: Sequence[str]) -> Dict[str, str]:
@@ -280,14 +328,16 @@ def runtime_plan(dag, scheduler: str, workers: int, options: Dict[str, Any]):
 
   Mirrors `tf_preempt.runtime.default_plan.make_default_plan` for one
   float32 group and a planner scheduler (that function needs the runtime's
-  value specs): a chain DAG with one layer per tensor, compute growing
-  with its size, and the nominal ring cost model.
+  value specs): a chain DAG with one layer per dense tensor (the runtime
+  plans no `IndexedSlices`), compute growing with its size, and the
+  nominal ring cost model. The sparse tensors are appended (`_on_dag`).
   """
   # pylint: disable=g-import-not-at-top
   from tf_preempt import plan as plan_lib
   from tf_preempt.runtime import default_plan
   # pylint: enable=g-import-not-at-top
-  sizes = [t.nbytes for t in dag.tensors]
+  dense = _dense(dag)
+  sizes = [dag.tensors[i].nbytes for i in dense]
   chain = plan_lib.TrainingDAG.chain(
       forward_s=[max(default_plan.MIN_OP_S,
                      s * default_plan.FORWARD_S_PER_BYTE) for s in sizes],
@@ -298,11 +348,7 @@ def runtime_plan(dag, scheduler: str, workers: int, options: Dict[str, Any]):
       max(1, workers), default_plan.DEFAULT_BANDWIDTH_BYTES_PER_S,
       default_plan.DEFAULT_LATENCY_S)
   sub = plan_lib.make_plan(chain, nominal, scheduler=scheduler, **options)
-  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
-  groups = [[(p.tensor, p.offset, p.length) for p in c.pieces]
-            for c in sub.collectives]
-  return plan_lib.plan_from_groups(tensors, groups, scheduler=scheduler,
-                                   options=options)
+  return _on_dag(dag, dense, dataclasses.replace(sub, options=options))
 
 
 def _row_plan(plans_dir, name, scheduler, args, dag, cost, workers):
@@ -316,7 +362,12 @@ def _row_plan(plans_dir, name, scheduler, args, dag, cost, workers):
     options = {}
     if scheduler == "tf_packed" and "bytes_per_pack" in given:
       options["bytes_per_pack"] = int(given["bytes_per_pack"])
-    plan, source = (plan_lib.make_plan(dag, cost, scheduler, **options),
+    # Stock packs the dense gradients; IndexedSlices are all-gathered.
+    dense = _dense(dag)
+    sub_dag = plan_lib.TrainingDAG(dag.ops, dag.edges,
+                                   [dag.tensors[i] for i in dense])
+    plan, source = (_on_dag(dag, dense, plan_lib.make_plan(
+        sub_dag, cost, scheduler, **options)),
                     "stock packing (planner's copy)")
   else:
     plan, source = (runtime_plan(dag, scheduler, workers, {}),
@@ -634,8 +685,6 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       busy = calib["small_s"] - (row_cost.alpha - cpu_part)
       if cpu_part > 0 and busy > 0:
         share = min(1.0, cpu_part / busy)
-    overhead = (overhead_given * 1e-3 if overhead_given is not None else
-                calib["tail_s"] or 0.0)
     model = execution.ExecutionModel(
         unroll=unroll,
         max_collectives=int(given.get("credit_collectives",
@@ -643,16 +692,23 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         max_bytes=(int(given["credit_bytes"]) if "credit_bytes" in given
                    else None),
         cpu=row_cpu, comm_cpu_share=share if share is not None else 1.0,
-        bytes_cpu_share=bytes_cpu_share,
-        block_overhead=overhead)
+        bytes_cpu_share=bytes_cpu_share, workers=setup["workers"])
+    # The traces end at the last planned collective; the sparse all-gathers
+    # after it are the model's, not part of the overhead.
+    sparse_tail = execution.exchange_tail(dag, row_cost, model)
+    overhead = (overhead_given * 1e-3 if overhead_given is not None else
+                max(0.0, (calib["tail_s"] or 0.0) - sparse_tail))
+    model = dataclasses.replace(model, block_overhead=overhead)
     predicted = execution.execute(dag, row_cost, plan, model).step_time
     entry.update(
         predicted_s=predicted, error=(predicted - measured) / measured,
         planner_model_s=plan_lib.simulate(dag, cost, plan).iteration_time,
-        plan=plan_source, collectives=plan.num_collectives,
+        plan=plan_source, collectives=_dense_collectives(dag, plan),
         model=model.describe(),
         calibration={"forward_share": share_f, "comm_cpu_share": share,
                      "block_overhead_s": overhead,
+                     "trace_tail_s": calib["tail_s"],
+                     "sparse_tail_s": sparse_tail,
                      "from_traces": calib["rows"],
                      "small_collective_s": calib["small_s"],
                      "alpha_s": row_cost.alpha,
@@ -677,6 +733,11 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       "median_abs_error": statistics.median(errors) if errors else None,
       "target": TARGET_ABS_ERROR,
       "inputs": {"results_dir": results_dir, "setup": setup,
+                 "sparse": [{"name": t.name, "nbytes": t.nbytes,
+                             "values_nbytes": t.sparse.values_nbytes,
+                             "indices_nbytes": t.sparse.indices_nbytes}
+                            for t in base_dag.tensors
+                            if t.sparse is not None],
                  "compute": compute_source, "compute_scale": scale,
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),
@@ -719,6 +780,13 @@ def format_table(report: Dict[str, Any]) -> str:
       ("none" if cpu is None else
        f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +
       f" ({inputs['cpu_source']}).",
+      "- Sparse gradients (IndexedSlices; not in the plans or the traces; "
+      "all-gathered after each step's dense collectives: the row count, "
+      "then rows and indices): " +
+      ("none" if not inputs["sparse"] else "; ".join(
+          f"{t['name']} ({t['nbytes']} B dense): {t['values_nbytes']} B "
+          f"of rows + {t['indices_nbytes']} B of indices per worker"
+          for t in inputs["sparse"])) + ".",
       "- Settings: " + ", ".join(f"--{k}={v}" for k, v in
                                  inputs["settings"].items()) + ".",
       "- Per row (execution model): K, credit, and the leave-one-out "
@@ -726,7 +794,9 @@ def format_table(report: Dict[str, Any]) -> str:
       "(fwd), the CPU part of a collective's fixed cost (cpu; alpha is "
       "raised to it where the fit is below), the core share of a "
       "collective while compute runs (share), the per-block overhead "
-      "(ovh).",
+      "(ovh: a block's end less its last traced collective's end, less "
+      "the modelled sparse all-gathers that follow that collective). "
+      "colls: the plan's collectives the runtime issues.",
       "",
       f"Measured: each row's {inputs['settings']['reference']} repeat.",
       "",

@@ -369,3 +369,79 @@ def test_fixed_cost_is_at_least_its_cpu_part(tmp_path):
   assert report["inputs"]["cost_model"]["alpha"] == 0.0
   table = validate_sim.format_table(report)
   assert "| 1.50 / 1.50 |" in table
+
+
+def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
+  # transformer_tiny's embedding gradient is IndexedSlices: the runtime's
+  # plans cover the 34 dense gradients only, and the all-gather after
+  # them is not in the traces, whose block tail (20 ms) holds it.
+  validate_sim = scripts.load_script("validate_sim")
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  os.makedirs(tmp_path / "traces")
+  os.makedirs(tmp_path / "plans")
+  results = {"schedulers": {"tf_default@1": _row(0.05),
+                            "horovod@1": _row(0.05)},
+             "compute_s": 0.012, "comm_s": 0.02, "lower_bound_s": 0.02,
+             "command": "scripts/bench.py --model=transformer_tiny "
+                        "--workers=2 --batch_size=8 --bandwidth=200mbit",
+             "machine": "made up"}
+  (tmp_path / "results.json").write_text(json.dumps(results))
+  (tmp_path / "cost_model.json").write_text(json.dumps(
+      {"alpha": 1e-3, "beta": 4e-8}))
+  ms = 1000.0
+  trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
+                 [_collective(3, 0, 268296, 1030 * ms, 1030 * ms, 50 * ms)])
+  trace["metadata"]["stats"]["model"] = "transformer_tiny"
+  for name in ("tf_default_k1", "horovod_k1"):
+    (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(trace))
+  dag = scripts.load_script("simulate").model_dag("transformer_tiny", 4,
+                                                 "v100", None)
+  dense = [t for t in dag.tensors if t.sparse is None]
+  assert len(dense) == len(dag.tensors) - 1
+  recorded = plan_lib.plan_from_groups(
+      [plan_lib.PlanTensor(f"value[{i}]", t.nbytes)
+       for i, t in enumerate(dense)],
+      [[(i, 0, t.nbytes) for i, t in reversed(list(enumerate(dense)))]],
+      scheduler="horovod")
+  (tmp_path / "plans" / "horovod@1.json").write_text(recorded.to_json())
+
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  (sparse,) = report["inputs"]["sparse"]
+  assert sparse == {"name": "embedding/embeddings", "nbytes": 256000,
+                    "values_nbytes": 4 * 32 * 64 * 4,
+                    "indices_nbytes": 4 * 32 * 4}
+  row = report["rows"]["horovod@1"]
+  assert row["plan"] == ("recorded (the dense tensors, matched by position "
+                         "and size)")
+  assert row["collectives"] == 1
+  assert "all-gathered over 2 worker(s)" in row["model"]
+  # The modelled all-gather after the last dense collective comes out of
+  # the measured tail: rows and indices after the row count, 1 ms fixed
+  # cost and 40 ns/B for their 32768 + 512 bytes.
+  calib = row["calibration"]
+  assert calib["trace_tail_s"] == pytest.approx(0.020)
+  assert calib["sparse_tail_s"] == pytest.approx(1e-3 + 4e-8 * (32768 + 512))
+  assert calib["block_overhead_s"] == pytest.approx(
+      0.020 - calib["sparse_tail_s"])
+  assert "Sparse gradients" in validate_sim.format_table(report)
+  # Stock packing and the runtime's own plans leave the embedding out too:
+  # it is appended alone, where the execution model all-gathers it.
+  stock = report["rows"]["tf_default@1"]
+  assert stock["plan"].startswith("stock packing")
+  assert stock["collectives"] == 1
+  priority = validate_sim.runtime_plan(dag, "priority", 2, {})
+  assert priority.collectives[-1].tensors == (0,)
+  assert all(0 not in c.tensors for c in priority.collectives[:-1])
+  # The prediction is the execution model's, the all-gathers included.
+  model = execution.ExecutionModel(unroll=1, max_collectives=2, workers=2,
+                                   block_overhead=calib["block_overhead_s"])
+  plan, _ = validate_sim._recorded_plan(str(tmp_path / "plans"),
+                                        "horovod@1", dag)
+  assert plan.collectives[-1].tensors == (0,)
+  ex = execution.execute(
+      validate_sim._scaled(dag, report["inputs"]["compute_scale"]),
+      plan_lib.CostModel(1e-3, 4e-8), plan, model)
+  assert len(ex.exchange_end[0]) == 3
+  assert row["predicted_s"] == pytest.approx(ex.step_time)
