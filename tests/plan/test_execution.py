@@ -1,6 +1,7 @@
 """Tests of the runtime execution model: hand-computed blocks and invariants."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from tf_preempt.plan import synthetic
 from tf_preempt.plan.execution import ExecutionModel
 from tf_preempt.plan.execution import exchange_tail
 from tf_preempt.plan.execution import execute
+from tf_preempt.plan.execution import repeated_seconds
 
 # b1 [.., +2] -> t1 (4 bytes); b0 [.., +1] -> t0 (8 bytes); f0, f1 1 s each.
 _DAG = TrainingDAG.chain([1, 1], [1, 2], [8, 4])
@@ -374,3 +376,114 @@ def test_exchange_tail_is_what_follows_the_first_all_gather():
   assert exchange_tail(_SPARSE_DAG, _COST, ExecutionModel(unroll=1)) == 0
   assert exchange_tail(_DAG, _COST, model) == 0
   assert "all-gathered over 2 worker(s)" in model.describe()
+
+
+def test_token_bucket_lets_a_burst_through_at_once():
+  # A bucket of 1.5 s of traffic, full at the start. t1 (2 s of bytes):
+  # fixed [4,5], 1.5 s of it at once, 0.5 s at the rate: ends at 5.5. The
+  # link then idles through t0's fixed cost [5.5,6.5] and refills by 1 s;
+  # t0's 4 s: 1 at once, 3 at the rate: [6.5,9.5]. A plain rate: 12.
+  ex = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=1, link_burst=1.5))
+  assert ex.collective_launch == [[4, 5.5]]
+  assert ex.collective_end == [[5.5, 9.5]]
+  assert ex.block_time == 9.5
+  assert execute(_DAG, _COST, _FIFO, ExecutionModel(
+      unroll=1, link_burst=0.0)).block_time == 12
+
+
+def test_token_bucket_burst_is_as_fast_as_its_cpu_work():
+  # The bytes need half of the core at the rate (cpu.beta / beta = 0.5),
+  # so with tokens and an idle core they go at twice the rate and the
+  # bucket drains at 1 s per s. t1 (2 s of bytes at t=5, 1.5 s of tokens):
+  # all of it at twice the rate, [5,6], 0.5 s of tokens left; t0's fixed
+  # cost [6,7] refills to the cap 1.5; its 4 s: 3 at twice the rate
+  # [7,8.5], the last 1 at the rate: 9.5.
+  cpu = CostModel(alpha=0.0, beta=0.25)
+  ex = execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=1, cpu=cpu,
+                                                  link_burst=1.5))
+  assert ex.collective_end[0] == pytest.approx([6.0, 9.5])
+  # The per-byte CPU work is the same as at the rate: 0.25 s/B x 12 B.
+  assert ex.cpu_seconds == pytest.approx(3.0)
+
+
+def test_token_bucket_burst_takes_the_core_from_compute():
+  # As test_bytes_cpu_share_apart_from_the_fixed_work with a bucket of
+  # 2 s: t1 (4 s of bytes, released at 15 while b0 computes) takes the
+  # whole core (bytes_cpu_share 1) and goes at twice the rate until the
+  # bucket is empty, which is when its bytes are done: [15,17]; b0 is
+  # stopped meanwhile and ends at 22; the bucket refills by then; t0's
+  # 4 s go in 2: [22,24]. Without the bucket: t1 [15,19], t0 [22,26].
+  dag = TrainingDAG.chain([5, 5], [5, 5], [4, 4])
+  cost = CostModel(alpha=0.0, beta=1.0)
+  plan = _plan(dag, [[(1, 0, 4)], [(0, 0, 4)]])
+  model = ExecutionModel(unroll=1, cpu=CostModel(0.0, 0.5),
+                         comm_cpu_share=0.25, bytes_cpu_share=1.0,
+                         link_burst=2.0)
+  ex = execute(dag, cost, plan, model)
+  assert ex.collective_end[0] == pytest.approx([17.0, 24.0])
+  assert ex.op_end[0]["b0"] == pytest.approx(22.0)
+  assert ex.cpu_seconds == pytest.approx(4.0)
+  plain = execute(dag, cost, plan, dataclasses.replace(model,
+                                                       link_burst=0.0))
+  assert plain.collective_end[0] == pytest.approx([19.0, 26.0])
+
+
+def test_bucket_larger_than_every_transfer_makes_bytes_free():
+  # Without CPU cost, a bucket that never empties is a link of infinite
+  # speed: the same as beta = 0.
+  cost = CostModel(2e-3, 4e-8)
+  free = CostModel(2e-3, 0.0)
+  for dag in _dags()[:6]:
+    burst = 10 * cost.beta * sum(t.nbytes for t in dag.tensors)
+    for scheduler, plan in _plans(dag, cost):
+      for model in (ExecutionModel(unroll=2, max_collectives=2),
+                    ExecutionModel(unroll=1)):
+        got = execute(dag, cost, plan, dataclasses.replace(
+            model, link_burst=burst))
+        assert got.block_time == pytest.approx(
+            execute(dag, free, plan, model).block_time, rel=1e-9), scheduler
+
+
+def _back_to_back(cost, nbytes, model, repeats=30):
+  """The last of `repeats` all-reduces of `nbytes`, each issued when the
+  previous one ends (no compute), as `execute` runs them: its seconds."""
+  ops = [Op("f", "forward", 0.0), Op("b", "backward", 0.0)]
+  dag = TrainingDAG(ops, [], [TensorInfo("t", nbytes, "b", ("f",))])
+  ex = execute(dag, cost, _plan(dag, [[(0, 0, nbytes)]]),
+               dataclasses.replace(model, unroll=repeats))
+  return ex.collective_end[-1][0] - ex.collective_launch[-1][0]
+
+
+@pytest.mark.parametrize("cpu", [None, CostModel(1e-3, 4e-9),
+                                 CostModel(1e-3, 8e-8)])
+@pytest.mark.parametrize("burst", [0.0, 4e-3, 1e-3])
+def test_repeated_seconds_is_the_execution_in_steady_state(cpu, burst):
+  # 200 Mbit/s-like: 40 ns/B, a 2 ms fixed cost, a bucket of 4 ms (or
+  # less than the fixed cost, or none); sizes below and above a burst.
+  cost = CostModel(2e-3, 4e-8)
+  model = ExecutionModel(cpu=cpu, link_burst=burst)
+  for nbytes in (256, 8192, 32768, 49152, 131072, 524288, 4 << 20):
+    assert repeated_seconds(cost, nbytes, model) == pytest.approx(
+        _back_to_back(cost, nbytes, model), rel=1e-9, abs=1e-12), nbytes
+  # Without a bucket it is the cost model itself.
+  assert repeated_seconds(cost, 1 << 20) == cost.seconds(1 << 20)
+
+
+def test_repeated_seconds_hides_the_fixed_cost_behind_a_bucket():
+  # The shape of the 200 Mbit/s samples: sizes whose bytes fit in what
+  # the fixed cost refills take alpha (plus their CPU time); larger ones
+  # take their bytes' time at the rate, alpha hidden.
+  cost = CostModel(1.8e-3, 42e-9)
+  model = ExecutionModel(link_burst=4e-3)
+  assert repeated_seconds(cost, 32768, model) == 1.8e-3
+  assert repeated_seconds(cost, 524296, model) == pytest.approx(
+      42e-9 * 524296)
+
+
+def test_link_burst_is_checked_and_described():
+  for burst in (-1.0, math.inf, math.nan, True, "4ms"):
+    with pytest.raises(ValueError):
+      ExecutionModel(link_burst=burst)
+  assert "token bucket of 4.000 ms" in ExecutionModel(
+      link_burst=4e-3).describe()
+  assert "token bucket" not in ExecutionModel().describe()

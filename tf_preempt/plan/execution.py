@@ -24,6 +24,18 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   fair sharing: a 295 KB all-reduce released 20 ms after a 2 MB one ends
   12 ms after it, its own bytes' time at the link's rate.
   With a credit of 1 this is exactly the planner's channel.
+- **Token-bucket link.** An emulated link (`tf_preempt.launch.netem`: tc
+  tbf) is not a plain rate: a bucket of `link_burst` seconds of traffic
+  at the rate refills at the rate while the link is idle, and a
+  collective's bytes drain it at once (as fast as their CPU work allows)
+  before they go at the rate. So after a pause a small collective's bytes
+  cost no link time at all, and a large one's cost `link_burst` less; a
+  steady stream of bytes goes at the rate. The bucket is full at the
+  start of a block (the forward and backward passes leave the link idle
+  for longer than a burst). In the units of `beta`: a collective whose
+  bytes take `b = beta * s` seconds at the rate takes `max(f * b, b -
+  tokens)` on the link, f its bytes' core share (below; 0 without a CPU
+  cost: the burst passes instantly). 0 (the default): a plain rate.
 - **CPU contention.** A collective of s bytes needs `cpu.alpha +
   cpu.beta * s` seconds of the compute core (gRPC's threads: set-up,
   serialisation, copies, the reduction). Its fixed cost `alpha` is its CPU
@@ -106,6 +118,12 @@ class ExecutionModel:
       model; the DAG's sparse marks are ignored). n >= 1: the DAG's sparse
       tensors are all-gathered over n workers after each step's dense
       collectives, as the runtime does (module doc).
+    link_burst: seconds of traffic at the link's rate that its token bucket
+      holds (tc tbf's burst over its rate: 4 ms on the benchmark's links
+      of >= 131 Mbit/s), >= 0. Bytes that find tokens pass at once (as
+      fast as their CPU work allows), the others at the rate; the bucket
+      refills at the rate up to this. 0: a plain rate (loopback, or the
+      link is not known).
   """
   unroll: Optional[int] = None
   max_collectives: int = 1
@@ -115,6 +133,7 @@ class ExecutionModel:
   bytes_cpu_share: Optional[float] = None
   block_overhead: float = 0.0
   workers: Optional[int] = None
+  link_burst: float = 0.0
 
   def __post_init__(self):
     if self.unroll is not None and (not isinstance(self.unroll, int) or
@@ -144,6 +163,11 @@ class ExecutionModel:
         or self.workers < 1):
       raise ValueError(f"workers={self.workers!r} must be None or an int "
                        ">= 1.")
+    if isinstance(self.link_burst, bool) or not (
+        isinstance(self.link_burst, (int, float)) and
+        math.isfinite(self.link_burst) and self.link_burst >= 0):
+      raise ValueError(f"link_burst={self.link_burst!r} must be finite and "
+                       ">= 0.")
 
   def describe(self) -> str:
     """One line naming the settings, for reports."""
@@ -168,6 +192,9 @@ class ExecutionModel:
     if self.workers is not None:
       parts.append(f"sparse gradients all-gathered over {self.workers} "
                    "worker(s) after the dense collectives")
+    if self.link_burst:
+      parts.append(f"link token bucket of {self.link_burst * 1e3:.3f} ms "
+                   "of traffic")
     return "; ".join(parts)
 
 
@@ -368,6 +395,9 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
   in_flight: List[_Collective] = []
   link_queue: List[_Collective] = []  # fixed cost paid, waiting for link
   on_link: List[_Collective] = []  # at most one: the link is FIFO
+  # The link's token bucket, in seconds of traffic at the rate: full, the
+  # link having been idle through the forward pass.
+  tokens = model.link_burst
   t = 0.0
   cpu_seconds = 0.0
   ready_ops = [key for key, w in waiting.items() if w == 0]
@@ -453,19 +483,29 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         coll.stage, coll.left = "bytes", coll.bytes_s
         on_link.append(coll)
         progressed = True
+      for coll in on_link:
+        if coll.f_bytes <= 0 and tokens > 0 and coll.left > 0:
+          # No CPU work per byte: what the tokens cover passes at once.
+          if coll.left <= tokens:
+            tokens, coll.left = tokens - coll.left, 0.0
+          else:
+            tokens, coll.left = 0.0, coll.left - tokens
+          progressed = True
       progressed |= bool(ready_ops)
 
     if not remaining and not in_flight:
       break
     # Rates until the next event. The collectives' CPU work gets the share
     # of the core the model gives it while compute runs, all of it else.
+    # Bytes that find tokens are not held to the rate: their CPU work
+    # takes as much of the core as it gets.
     computing = bool(remaining)
     demand = []
     for coll in in_flight:
       if coll.stage == "cpu":
         demand.append(1.0)
       elif coll.stage == "bytes" and coll.f_bytes > 0:
-        demand.append(coll.f_bytes)
+        demand.append(1.0 if tokens > 0 else coll.f_bytes)
       else:
         demand.append(0.0)
     if computing:
@@ -498,6 +538,13 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
     for coll, r in zip(in_flight, rates):
       if r > 0:
         dt = min(dt, coll.left / r)
+    # The bucket refills at the rate (1 s of traffic per second) and drains
+    # at the speed of the bytes on the link; faster than the rate, it
+    # empties (an event: the bytes fall back to the rate).
+    link_rate = next((r for coll, r in zip(in_flight, rates)
+                      if coll.stage == "bytes"), 0.0)
+    if tokens > 0 and link_rate > 1.0:
+      dt = min(dt, tokens / (link_rate - 1.0))
     if not math.isfinite(dt):
       raise RuntimeError("execute: nothing can progress (a dependency cycle "
                          "between the plan and the DAG?)")
@@ -512,6 +559,9 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
       if r > 0:
         left = coll.left - r * dt
         coll.left = 0.0 if left <= eps else left
+    if model.link_burst:
+      level = tokens + (1.0 - link_rate) * dt
+      tokens = 0.0 if level <= eps else min(model.link_burst, level)
     t = t_next
 
   if next_release < len(colls):
@@ -535,6 +585,41 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
       block_time=block, steps=steps, op_start=op_start, op_end=op_end,
       collective_launch=launch, collective_end=end, cpu_seconds=cpu_seconds,
       exchange_launch=x_launch, exchange_end=x_end)
+
+
+def repeated_seconds(cost: cost_lib.CostModel, nbytes: float,
+                     model: Optional[ExecutionModel] = None) -> float:
+  """Seconds of one all-reduce of `nbytes` repeated back to back, alone.
+
+  What timing a collective alone measures (`tf_preempt.bench.comm_worker`:
+  the median of calls made one right after the other), as `execute`
+  models it in steady state on an idle core: the fixed cost `alpha`, with
+  the link idle (the bucket refills by that much), then the bytes, `b =
+  beta * nbytes` seconds at the rate, of which the bucket's tokens T pass
+  at the speed their CPU work allows (f = cpu.beta / beta of the rate's
+  time, the core's share they need): `max(f * b, b - T)`. T is
+  `model.link_burst` if a repeat's fixed cost refills what its bytes
+  drain (`b (1 - f) <= alpha`), else `min(link_burst, alpha)`. So with a
+  bucket of at least `alpha` a collective of `b >= alpha / (1 - f)` takes
+  `b`: its fixed cost is hidden, and a linear fit of such samples puts
+  alpha near 0. Without a bucket: `alpha + beta * nbytes`.
+
+  Args:
+    cost: the collective's cost model (alpha, beta at the link's rate).
+    nbytes: its bytes.
+    model: `cpu` and `link_burst` are used; None: neither.
+
+  Returns:
+    The seconds.
+  """
+  model = model or ExecutionModel()
+  b = cost.beta * nbytes
+  f = 0.0
+  if model.cpu is not None and cost.beta > 0:
+    f = min(1.0, model.cpu.beta / cost.beta)
+  burst = model.link_burst
+  tokens = burst if b * (1.0 - f) <= cost.alpha else min(burst, cost.alpha)
+  return cost.alpha + max(f * b, b - tokens)
 
 
 def exchange_tail(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
