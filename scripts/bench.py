@@ -49,6 +49,11 @@ def define_flags() -> None:
                        "> 0: the pace row profiles this many steps and "
                        "re-plans from the measurements (--profile_steps of "
                        "scripts/train.py); 0: plan from the gradient sizes.")
+  flags.DEFINE_bool("pace_sparse_as_dense", False,
+                    "The pace row reduces IndexedSlices (embedding) "
+                    "gradients densely in its plan (--sparse_as_dense of "
+                    "scripts/train.py); the baselines keep stock's "
+                    "all-gather, as their projects' defaults do.")
 
 
 def _check(f) -> None:
@@ -93,6 +98,7 @@ def main(argv: Sequence[str]) -> None:
                train_script=os.path.join(_SCRIPTS, "train.py"),
                timeout_s=f.timeout_s,
                pace_profile_steps=f.pace_profile_steps,
+               pace_sparse_as_dense=f.pace_sparse_as_dense,
                log=lambda m: print(m, flush=True))
   except RuntimeError as e:
     print(f"bench: {e}", file=sys.stderr)

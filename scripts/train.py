@@ -54,6 +54,10 @@ def define_flags() -> None:
                        "Chunk size of schedulers that take one (pace).")
   flags.DEFINE_integer("credit_bytes", None,
                        "Bytes in flight per device (scheduler op).")
+  flags.DEFINE_bool("sparse_as_dense", d.sparse_as_dense,
+                    "Reduce IndexedSlices gradients (embeddings) densely, "
+                    "scheduled by the plan, instead of all-gathering them "
+                    "after it as stock TensorFlow does.")
   flags.DEFINE_string("scheduler_op", d.scheduler_op,
                       "|".join(config_lib.SCHEDULER_OP_MODES) +
                       ": gate collectives with the C++ scheduler op.")

@@ -173,6 +173,41 @@ def test_indexed_slices_match_stock(reduce_op, function):
                                  tf.convert_to_tensor(e).numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("function", [False, True], ids=["eager", "function"])
+@pytest.mark.parametrize("reduce_op", [SUM, MEAN], ids=["sum", "mean"])
+def test_sparse_as_dense_plans_indexed_slices_and_matches_stock(reduce_op,
+                                                                function):
+  devices = _devices(2)
+  stock, mine = _pair(devices, scheduler="pace",
+                      scheduler_options={"sparse_as_dense": True})
+  per_device = _random_values(2, seed=5)
+  for d in range(2):
+    # Replica 1 touches row 0 twice: duplicates must add up.
+    per_device[d][4] = tf.IndexedSlices(
+        tf.constant(np.arange((d + 2) * 3, dtype=np.float32).reshape(-1, 3)),
+        tf.constant([0, 2, 0][:d + 2], tf.int64), tf.constant([6, 3]))
+  per_replica = _per_replica(devices, per_device)
+  expected = _batch_reduce(stock, reduce_op, per_replica, function)
+  got = _batch_reduce(mine, reduce_op, per_replica, function)
+  for e_values, g_values in zip(expected, got):
+    for e, g in zip(e_values, g_values):
+      assert not isinstance(g, tf.IndexedSlices)  # Reduced densely.
+      np.testing.assert_allclose(g.numpy(), tf.convert_to_tensor(e).numpy(),
+                                 rtol=1e-6)
+  # The dense embedding gradient is in the plan's collectives, not
+  # all-gathered after them.
+  bound = mine.bind([v if isinstance(v, tf.IndexedSlices) else tf.constant(v)
+                     for v in per_device[0]])
+  assert bound.sparse == ()
+  assert any(pos == 4 for step in bound.steps for pos, _, _ in step)
+
+
+def test_sparse_as_dense_must_be_a_bool():
+  with pytest.raises(ValueError, match="sparse_as_dense must be True or "
+                     "False"):
+    _pair(_devices(2), scheduler_options={"sparse_as_dense": "yes"})
+
+
 def test_unknown_shape_falls_back_and_warns_once(monkeypatch):
   devices = _devices(2)
   stock, mine = _pair(devices, scheduler="pace")

@@ -24,16 +24,30 @@ def _model():
   ])
 
 
-def _train(strategy, steps=4):
+def _embedding_model():
+  # The embedding's gradient is a tf.IndexedSlices.
+  return keras.Sequential([
+      keras.Input((8,), dtype="int32"),
+      keras.layers.Embedding(20, 4),
+      keras.layers.Flatten(),
+      keras.layers.Dense(3),
+  ])
+
+
+def _train(strategy, steps=4, embedding=False):
   keras.utils.set_random_seed(1)
   with strategy.scope():
-    model = _model()
+    model = _embedding_model() if embedding else _model()
     optimizer = keras.optimizers.SGD(0.1, momentum=0.5)
     # Slots made up front: made lazily inside the first step's tf.function,
     # they hit a stock TF issue with conditional initialisation.
     optimizer.build(model.trainable_variables)
   rng = np.random.default_rng(0)
-  x = rng.standard_normal((8 * steps, 8)).astype(np.float32)
+  if embedding:
+    # Few ids, so that replicas and steps touch the same rows.
+    x = rng.integers(0, 6, (8 * steps, 8)).astype(np.int32)
+  else:
+    x = rng.standard_normal((8 * steps, 8)).astype(np.float32)
   y = rng.standard_normal((8 * steps, 3)).astype(np.float32)
   dataset = strategy.experimental_distribute_dataset(
       tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
@@ -68,6 +82,25 @@ def test_training_equals_stock(stock_result, scheduler):
   for e, g in zip(expected, weights):
     np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True],
+                         ids=["all_gathered", "sparse_as_dense"])
+def test_embedding_training_equals_stock(sparse_as_dense):
+  _, expected, expected_losses = _train(
+      collectives.stock_mirrored_strategy(DEVICES), embedding=True)
+  strategy = PreemptiveMirroredStrategy(
+      DEVICES, scheduler="pace",
+      scheduler_options={"sparse_as_dense": sparse_as_dense})
+  _, weights, losses = _train(strategy, embedding=True)
+  for e, g in zip(expected, weights):
+    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
+  bound = [b for b in strategy.cross_device_ops._bound.values()  # pylint: disable=protected-access
+           if len(b.flat_index) + len(b.sparse) == 3]
+  assert bound, "the gradient all-reduce was not bound"
+  # Densified, the embedding is planned; otherwise it is all-gathered.
+  assert len(bound[0].sparse) == (0 if sparse_as_dense else 1)
 
 
 def test_training_with_a_plan(stock_result):

@@ -42,6 +42,7 @@ def test_defaults_are_valid():
     ("bytes_per_pack", -1),
     ("chunk_bytes", 0),
     ("credit_bytes", -5),
+    ("sparse_as_dense", "yes"),
     ("scheduler_op", "maybe"),
     ("unroll", 0),
     ("unroll", True),
@@ -94,6 +95,7 @@ def test_timeline_must_not_be_a_directory(tmp_path):
     (dict(scheduler_op="on"), "--scheduler_op"),
     (dict(data_dir="/tmp"), "--data_dir"),
     (dict(steps=4, profile_steps=2), "--profile_steps"),
+    (dict(sparse_as_dense=True), "--sparse_as_dense"),
 ])
 def test_contradictions_one_device(kwargs, flag):
   with pytest.raises(ValueError, match=flag):

@@ -52,7 +52,8 @@ class Setting:
 def settings_of(schedulers: Sequence[str], unroll: int,
                 pack_bytes: Optional[int] = None,
                 credit_bytes: Optional[int] = None,
-                pace_profile_steps: int = 0) -> List[Setting]:
+                pace_profile_steps: int = 0,
+                pace_sparse_as_dense: bool = False) -> List[Setting]:
   """The rows: each baseline at K=1 and K=`unroll`, pace at K=`unroll`."""
   out = []
   for s in schedulers:
@@ -63,6 +64,10 @@ def settings_of(schedulers: Sequence[str], unroll: int,
               "(measured compute, alpha-beta fitted from timed all-reduces "
               "and the scheduler op's records); the first plan from the "
               "gradient sizes")
+    if s == "pace" and pace_sparse_as_dense:
+      args += ("--sparse_as_dense",)
+      desc += ("; IndexedSlices (embedding) gradients reduced densely in "
+               "the plan (--sparse_as_dense)")
     ks = (unroll,) if s == "pace" else sorted({1, unroll})
     for k in ks:
       out.append(Setting(results_lib.row_name(s, k), s, k, args, desc,
@@ -253,7 +258,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         warmup_steps: int, schedulers: Sequence[str], repeats: int,
         out_dir: str, unroll: int, batch_size: int, command: str,
         train_script: str, timeout_s: float = 300.0,
-        pace_profile_steps: int = 0, log=print) -> Dict[str, Any]:
+        pace_profile_steps: int = 0, pace_sparse_as_dense: bool = False,
+        log=print) -> Dict[str, Any]:
   """The whole benchmark; writes results.json, results.md, timeline.png.
 
   Returns:
@@ -276,7 +282,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   if "bytescheduler" in schedulers:
     credit, prepass["bytescheduler credit_bytes"] = pick_best(
         bench, "bytescheduler", "credit_bytes", CREDIT_BYTES)
-  rows = settings_of(schedulers, unroll, pack, credit, pace_profile_steps)
+  rows = settings_of(schedulers, unroll, pack, credit, pace_profile_steps,
+                     pace_sparse_as_dense)
   order = rows + [Setting(COMPUTE), Setting(COMM)]
   # The pre-pass runs are not rows' runs: keep only what follows.
   first_row_run = len(bench.runs)

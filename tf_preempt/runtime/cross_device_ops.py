@@ -38,6 +38,7 @@ Timeouts. Unless the options set one, every collective gets
 """
 
 import copy
+import dataclasses
 import threading
 from typing import Any, Dict, List, Optional
 
@@ -124,7 +125,11 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
         GPUs, 2 for RING and AUTO on CPUs); `credit_bytes`, the bytes in
         flight per device (default 0: no limit; a larger collective runs
         alone); `telemetry_iterations`, the steps of telemetry kept
-        (default 16).
+        (default 16). `sparse_as_dense` (default False) is read by the
+        runtime: True turns `IndexedSlices` (embedding gradients) into
+        dense tensors that the plan schedules like any other, instead of
+        all-gathering them after the plan as stock TensorFlow does; the
+        reduced value is then a dense tensor (the same sum).
       canonicalize_devices: as for `CollectiveAllReduce`.
       worker_index: this worker's index in the cluster, for messages;
         defaults to the task of the first device.
@@ -157,6 +162,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     self._plan = plan
     self._scheduler = scheduler
     self._scheduler_options = dict(scheduler_options or {})
+    self._sparse_as_dense = scheduling.sparse_as_dense(scheduler_options)
     self._planner_options = planner_options
     self._scheduler_op = scheduler_op
     self._op_scheduler = (scheduling.OpScheduler(self.devices, credit)
@@ -244,8 +250,11 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
       ValueError: if the user's plan covers this many values but does not
         fit them (naming the first value that differs).
     """
-    flat = tf.nest.flatten(values)
-    specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
+    specs = [binding.spec_of(v, i)
+             for i, v in enumerate(tf.nest.flatten(values))]
+    if self._sparse_as_dense:
+      # What `_all_reduce` binds after densifying, without building ops.
+      specs = [dataclasses.replace(s, sparse=False) for s in specs]
     opts = tf_internals.cross_device_ops_state(self).options.merge(options)
     return self._bind(specs, opts)
 
@@ -352,6 +361,13 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
 
   # --- the all-reduce ------------------------------------------------------
 
+  def _densified(self, flat):
+    """`flat` with `IndexedSlices` made dense if `sparse_as_dense`."""
+    if not self._sparse_as_dense:
+      return flat
+    return [tf.convert_to_tensor(v) if isinstance(v, tf.IndexedSlices) else v
+            for v in flat]
+
   # Plain Python that builds ops: AutoGraph, which would otherwise convert it
   # (and the planner it calls) on every trace from user code, must not.
   @tf.autograph.experimental.do_not_convert
@@ -366,6 +382,8 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     options = base_options.merge(options)
     flat = [v if isinstance(v, tf.IndexedSlices) else tf.convert_to_tensor(v)
             for v in tf.nest.flatten(value)]
+    with tf.device(devices[replica_id]):
+      flat = self._densified(flat)
     specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
     bound = self._bind(specs, options)
     if bound.plan is not None and self._num_between_graph_workers > 1:

@@ -60,7 +60,12 @@ from tf_preempt.runtime import binding
 CREDIT_COLLECTIVES = "credit_collectives"
 CREDIT_BYTES = "credit_bytes"
 TELEMETRY_ITERATIONS = "telemetry_iterations"
-RUNTIME_OPTIONS = (CREDIT_COLLECTIVES, CREDIT_BYTES, TELEMETRY_ITERATIONS)
+# Densify `IndexedSlices` (embedding gradients) so that the plan schedules
+# them like any dense gradient, instead of all-gathering them after the
+# plan as stock TensorFlow does (Horovod's `sparse_as_dense`).
+SPARSE_AS_DENSE = "sparse_as_dense"
+RUNTIME_OPTIONS = (CREDIT_COLLECTIVES, CREDIT_BYTES, TELEMETRY_ITERATIONS,
+                   SPARSE_AS_DENSE)
 
 DEFAULT_CREDIT_NCCL = 1
 DEFAULT_CREDIT_OTHER = 2
@@ -126,7 +131,15 @@ def split_options(scheduler_options: Optional[Dict[str, Any]]
   if credit.telemetry_iterations < 1:
     raise ValueError(f"{TELEMETRY_ITERATIONS} must be >= 1, got "
                      f"{credit.telemetry_iterations}.")
+  if not isinstance(runtime.get(SPARSE_AS_DENSE, False), bool):
+    raise ValueError(f"{SPARSE_AS_DENSE} must be True or False, got "
+                     f"{runtime[SPARSE_AS_DENSE]!r}.")
   return planner, credit
+
+
+def sparse_as_dense(scheduler_options: Optional[Dict[str, Any]]) -> bool:
+  """Whether `scheduler_options` ask to densify `IndexedSlices`."""
+  return bool((scheduler_options or {}).get(SPARSE_AS_DENSE, False))
 
 
 def resolve_mode(scheduler_op: Optional[bool]) -> bool:

@@ -60,6 +60,8 @@ class TrainConfig:
       stock; 0 = one pack); "tf_packed": the scheduler's pack size.
     chunk_bytes: chunk size of schedulers that take one ("pace").
     credit_bytes: bytes in flight per device, enforced by the scheduler op.
+    sparse_as_dense: reduce `IndexedSlices` gradients (embeddings) densely,
+      inside the plan, instead of all-gathering them after it as stock does.
     scheduler_op: "auto" (use the C++ scheduler op if it loads), "on"
       (require it) or "off".
     unroll: steps traced into one flat graph (`tf_preempt.keras.unroll_steps`)
@@ -91,6 +93,7 @@ class TrainConfig:
   bytes_per_pack: Optional[int] = None
   chunk_bytes: Optional[int] = None
   credit_bytes: Optional[int] = None
+  sparse_as_dense: bool = False
   scheduler_op: str = "auto"
   unroll: int = 1
   implementation: str = "auto"
@@ -198,6 +201,9 @@ class TrainConfig:
     _optional_int("bytes_per_pack", self.bytes_per_pack, minimum=0)
     _optional_positive_int("chunk_bytes", self.chunk_bytes)
     _optional_int("credit_bytes", self.credit_bytes, minimum=0)
+    if not isinstance(self.sparse_as_dense, bool):
+      raise ValueError(f"--sparse_as_dense must be true or false, got "
+                       f"{self.sparse_as_dense!r}")
     _one_of("scheduler_op", self.scheduler_op, SCHEDULER_OP_MODES)
     _positive_int("unroll", self.unroll)
     _one_of("implementation", self.implementation, IMPLEMENTATIONS)
@@ -267,6 +273,8 @@ class TrainConfig:
         if getattr(self, name) is not None:
           raise ValueError(f"--{name} has no effect with {why}; use "
                            f"mirrored or multi_worker")
+      if self.sparse_as_dense:
+        raise ValueError(f"--sparse_as_dense has no effect with {why}")
       if self.implementation != "auto":
         raise ValueError(f"--implementation has no effect with {why}")
       if self.scheduler_op != "auto":
