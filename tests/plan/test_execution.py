@@ -487,3 +487,40 @@ def test_link_burst_is_checked_and_described():
   assert "token bucket of 4.000 ms" in ExecutionModel(
       link_burst=4e-3).describe()
   assert "token bucket" not in ExecutionModel().describe()
+
+
+def test_fixed_cpu_fifo_serves_collectives_in_release_order():
+  # Two collectives released together at 2 on an idle core, 1 s of CPU
+  # work each. Shared, both end at 4; one at a time, at 3 and 4.
+  dag, plan = _two_tensors_one_producer()
+  cost = CostModel(alpha=1.0, beta=0.0)
+  shared = ExecutionModel(unroll=1, max_collectives=2, cpu=cost)
+  fifo = dataclasses.replace(shared, fixed_cpu_fifo=True)
+  assert execute(dag, cost, plan, shared).collective_end == [[4, 4]]
+  assert execute(dag, cost, plan, fifo).collective_end == [[3, 4]]
+  # With 1 s of latency after the CPU part (alpha 2): shared, both CPU
+  # parts end at 4 and both collectives at 5; one at a time, the first
+  # ends a CPU part before the second: [4, 5], the measured pattern.
+  slow = CostModel(alpha=2.0, beta=0.0)
+  assert execute(dag, slow, plan, shared).collective_end == [[5, 5]]
+  assert execute(dag, slow, plan, fifo).collective_end == [[4, 5]]
+  assert "one collective at a time" in fifo.describe()
+  with pytest.raises(ValueError):
+    ExecutionModel(fixed_cpu_fifo=1)
+
+
+def test_fixed_cpu_fifo_leaves_the_share_while_computing():
+  # test_share_is_per_collective_while_computing: compute runs throughout
+  # the two collectives' CPU work, so the order changes nothing.
+  ops = [Op("f", "forward", 1.0), Op("b1", "backward", 1.0),
+         Op("b0", "backward", 10.0)]
+  tensors = [TensorInfo("t0", 4, "b0", ("f",)),
+             TensorInfo("t1", 4, "b1", ("f",)),
+             TensorInfo("t2", 4, "b1", ("f",))]
+  dag = TrainingDAG(ops, [("b1", "b0")], tensors)
+  plan = _plan(dag, [[(1, 0, 4)], [(2, 0, 4)], [(0, 0, 4)]])
+  cost = CostModel(alpha=1.0, beta=0.0)
+  ex = execute(dag, cost, plan, ExecutionModel(
+      unroll=1, max_collectives=2, cpu=cost, comm_cpu_share=0.25,
+      fixed_cpu_fifo=True))
+  assert ex.collective_end == [[6, 6, 15]]

@@ -46,7 +46,9 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   most `comm_cpu_share` of it (1: it preempts the compute; 0.5: fair
   time-slicing; less: it mostly waits for the compute thread), its
   per-byte work at most `bytes_cpu_share` (by default the same); on an
-  idle core the collectives divide all of it max-min fairly; the compute
+  idle core the collectives divide all of it max-min fairly (or, with
+  `fixed_cpu_fifo`, the bytes take what they need and the fixed work is
+  served one collective at a time in release order); the compute
   gets the rest. So the CPU parts of collectives in flight add up
   instead of overlapping, compute that overlaps communication is slowed by
   its CPU work, and communication on an otherwise idle core costs nothing
@@ -124,6 +126,14 @@ class ExecutionModel:
       fast as their CPU work allows), the others at the rate; the bucket
       refills at the rate up to this. 0: a plain rate (loopback, or the
       link is not known).
+    fixed_cpu_fifo: on an idle core, serve the fixed CPU work of the
+      collectives in flight one at a time in release order (all of the
+      core the bytes leave goes to the earliest), instead of sharing the
+      core among them. Either way the work adds up; with a latency
+      (alpha above its CPU part) only this order lets the first end one
+      CPU part before the second, as the traces show, and a chain of
+      small collectives end one every CPU part. While compute runs the
+      per-collective share applies either way.
   """
   unroll: Optional[int] = None
   max_collectives: int = 1
@@ -134,6 +144,7 @@ class ExecutionModel:
   block_overhead: float = 0.0
   workers: Optional[int] = None
   link_burst: float = 0.0
+  fixed_cpu_fifo: bool = False
 
   def __post_init__(self):
     if self.unroll is not None and (not isinstance(self.unroll, int) or
@@ -168,6 +179,9 @@ class ExecutionModel:
         math.isfinite(self.link_burst) and self.link_burst >= 0):
       raise ValueError(f"link_burst={self.link_burst!r} must be finite and "
                        ">= 0.")
+    if not isinstance(self.fixed_cpu_fifo, bool):
+      raise ValueError(f"fixed_cpu_fifo={self.fixed_cpu_fifo!r} must be a "
+                       "bool.")
 
   def describe(self) -> str:
     """One line naming the settings, for reports."""
@@ -186,6 +200,9 @@ class ExecutionModel:
                    "runs")
       if self.bytes_cpu_share is not None:
         parts.append(f"{self.bytes_cpu_share:.3g} of it for the bytes")
+      if self.fixed_cpu_fifo:
+        parts.append("fixed CPU work one collective at a time on an idle "
+                     "core")
     if self.block_overhead:
       parts.append(f"{self.block_overhead * 1e3:.3f} ms per block after "
                    "the barrier")
@@ -518,6 +535,16 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
                for coll, d in zip(in_flight, demand)]
       if sum(alloc) > 1.0:
         alloc = _water_fill(demand, 1.0)
+    elif model.fixed_cpu_fifo:
+      # The bytes' work first (the kernel's), then the fixed work one
+      # collective at a time in release order (in_flight keeps it).
+      alloc = _water_fill([d if coll.stage == "bytes" else 0.0
+                           for coll, d in zip(in_flight, demand)], 1.0)
+      left = 1.0 - sum(alloc)
+      for i, coll in enumerate(in_flight):
+        if coll.stage == "cpu" and left > 0:
+          alloc[i] = min(demand[i], left)
+          left -= alloc[i]
     else:
       alloc = _water_fill(demand, 1.0)
     used = sum(alloc)
