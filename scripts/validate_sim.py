@@ -25,13 +25,26 @@ the row being predicted:
   GRPC_ALPHA_S, the fixed cost of one collective measured alone on this
   testbed, and beta from `comm_s` (all gradient bytes in one all-reduce,
   timed alone); or (--cost_fallback=trace) `CostModel.fit` over the traced
-  collectives, whose durations include queueing and contention.
+  collectives, whose durations include queueing and contention. On a
+  token-bucket link (below) a collective timed alone, back to back, does
+  not take `alpha + beta * s` (`execution.repeated_seconds`: the fixed
+  cost of a large one hides behind its bytes, a small one's bytes pass in
+  a burst), so cost_model.json's samples are refitted with the bucket
+  (`fit_alone`) and comm_s gives beta through it; not where the CPU cost
+  is the collective's own (a CPU-bound link: the bucket cannot speed
+  bytes that need the whole core at the rate).
+- The link: the rate of the command's --bandwidth (else the "link rate"
+  of results.json's machine line) and the burst of the token bucket (tc
+  tbf) that `tf_preempt.launch.netem` gives that rate (4 ms of traffic at
+  >= 131 Mbit/s: 100 KB at 200 Mbit/s); loopback or an unknown link: a
+  plain rate, no bucket.
 - Sparse gradients: the DAG's tensors that `model_to_dag` marks sparse
   (Embedding weights, whose gradients are `tf.IndexedSlices`), with their
   rows and indices per worker for the benchmark's per-worker batch. The
   runtime leaves them out of its plans and all-gathers them after each
   step's dense collectives; the traces record only the planned
-  collectives.
+  collectives. A row run with --sparse_as_dense densified them and
+  reduced them as its plan says: no all-gathers (`workers` None).
 - The plan of each row: RESULTS_DIR/plans/NAME@K.json (`Plan.to_json`) if
   present and made for the DAG's tensors, or for its dense tensors (the
   runtime plans only those; the sparse ones are appended, one collective
@@ -43,7 +56,8 @@ the row being predicted:
 - The execution model of each row (`ExecutionModel`):
   - unroll: the row's K (blocks of K steps, a barrier between blocks);
   - workers: the benchmark's, for the all-gathers of the sparse
-    gradients;
+    gradients (none for a --sparse_as_dense row);
+  - link_burst: the link's token bucket (above);
   - credit: the row's --credit_collectives / --credit_bytes, else the
     runtime's default on CPUs (2 collectives in flight);
   - CPU cost of a collective on the compute core (--cpu_cost): the cost
@@ -51,7 +65,9 @@ the row being predicted:
     CPU-bound (>= 1 Gbit/s; the directory itself, or the fastest such
     sibling with the same worker count, any model: the CPU cost is the
     machine's): all of a collective's time alone there is taken as CPU
-    work;
+    work; on an idle core the fixed CPU work of the collectives in flight
+    is served one at a time in release order (`fixed_cpu_fifo`; the CPU
+    part below is measured as exactly that);
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
     per-block overhead after the barrier (--block_overhead_ms) and the
@@ -62,11 +78,13 @@ the row being predicted:
     the backward pass (what does not overlap); the share is that CPU part
     over the median duration of the small collectives that ran while the
     backward pass computed (less the latency alpha - CPU part); the
-    overhead is the median time from a block's last traced collective to
-    its end, less what the execution model puts there of the sparse
-    all-gathers (`execution.exchange_tail`; they follow the last dense
-    collective and are not traced); the forward share is the median time
-    to a block's first ready gradient over compute_s.
+    overhead is the median, over the other rows' blocks, of the time from
+    a block's last traced collective to its end less what the row's
+    execution model (this row's settings, that row's plan, K and credit)
+    puts there (`model_tail`: the sparse all-gathers, which follow the
+    last dense collective and are not traced; how long they take depends
+    on the row's bucket; 0 without sparse gradients); the forward share
+    is the median time to a block's first ready gradient over compute_s.
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
@@ -169,26 +187,41 @@ def _worker0_traces(results_dir: str) -> Dict[str, Dict[str, Any]]:
 
 def _setup(results: Dict[str, Any], traces: Dict[str, Dict[str, Any]]
            ) -> Dict[str, Any]:
-  """Model, workers, global batch and link rate of the benchmark."""
+  """Model, workers, global batch and link of the benchmark."""
   command = results.get("command", "")
 
   def flag(name, default):
     m = re.search(rf"--{name}[= ](\S+)", command)
     return m.group(1) if m else default
 
-  link = link_bits_per_s(flag("bandwidth", ""))
+  rate = link_rate(results)
+  link = {"link_rate": rate, "link_bits_per_s": link_bits_per_s(rate or ""),
+          "link_burst_s": link_burst_seconds(rate)}
   for trace in traces.values():
     stats = (trace.get("metadata") or {}).get("stats") or {}
     if {"model", "workers", "global_batch_size"} <= set(stats):
       return {"model": stats["model"], "workers": int(stats["workers"]),
               "global_batch_size": int(stats["global_batch_size"]),
-              "link_bits_per_s": link, "source": "trace metadata"}
+              "source": "trace metadata", **link}
   # The defaults of scripts/bench.py.
   return {"model": flag("model", "vgg_small"),
           "workers": int(flag("workers", 2)),
           "global_batch_size": int(flag("batch_size", 48)),
-          "link_bits_per_s": link,
-          "source": "results.json command (bench.py defaults where absent)"}
+          "source": "results.json command (bench.py defaults where absent)",
+          **link}
+
+
+def link_rate(results: Dict[str, Any]) -> Optional[str]:
+  """The emulated link's tc rate ("200mbit"), or None (loopback, unknown).
+
+  From the command's --bandwidth, else the results' "machine" line
+  ("link rate 200mbit", written by bench.py).
+  """
+  m = re.search(r"--bandwidth[= ](\S*)", results.get("command", ""))
+  if m:
+    return m.group(1) or None
+  m = re.search(r"\blink rate ([0-9.]+[a-zA-Z]+)", results.get("machine", ""))
+  return m.group(1) if m else None
 
 
 def link_bits_per_s(rate: str) -> Optional[float]:
@@ -197,6 +230,31 @@ def link_bits_per_s(rate: str) -> Optional[float]:
   if not m:
     return None
   return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+
+
+def link_burst_bytes(rate: Optional[str]) -> Optional[int]:
+  """The burst of the token bucket (tc tbf) that `tf_preempt.launch.netem`
+  gives a link of `rate`, in bytes; None for loopback or a rate it does
+  not take."""
+  if not rate:
+    return None
+  from tf_preempt.launch import netem  # pylint: disable=g-import-not-at-top
+  try:
+    (tbf,) = netem.tc_commands("ns", "dev", rate, None)
+  except ValueError:
+    return None
+  return int(tbf[tbf.index("burst") + 1])
+
+
+def link_burst_seconds(rate: Optional[str]) -> float:
+  """Seconds of traffic at `rate` that the link's token bucket holds
+  (`ExecutionModel.link_burst`); 0 (a plain rate) for loopback or an
+  unknown link."""
+  burst = link_burst_bytes(rate)
+  if burst is None:
+    return 0.0
+  from tf_preempt.launch import netem  # pylint: disable=g-import-not-at-top
+  return burst / (netem.parse_rate(rate) / 8)
 
 
 def _collective_samples(traces: Dict[str, Dict[str, Any]]
@@ -214,11 +272,31 @@ def _collective_samples(traces: Dict[str, Dict[str, Any]]
 
 def cost_model(results_dir: str, results: Dict[str, Any],
                traces: Dict[str, Dict[str, Any]], total_bytes: int,
-               fallback: str = "comm"):
-  """(CostModel of a collective timed alone, where it came from)."""
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+               fallback: str = "comm", link_burst: float = 0.0, cpu=None):
+  """(CostModel of a collective timed alone, where it came from).
+
+  Without a token bucket a collective timed alone takes `alpha + beta *
+  s`. With one (`link_burst` > 0, seconds of traffic) it does not: back
+  to back, the bucket refills only during each repeat's fixed cost, and
+  small collectives pass in a burst (`execution.repeated_seconds`, with
+  `cpu`'s per-byte work). Then cost_model.json's samples are refitted
+  with it (`fit_alone`), and beta from comm_s solves it; the fit over the
+  traced collectives stays linear (their durations are not repeats
+  alone).
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
   given = _read_json(os.path.join(results_dir, "cost_model.json"))
   if given is not None:
+    samples = given.get("samples") or {}
+    if link_burst and len(samples) >= 2:
+      fitted = fit_alone([float(b) for b in samples],
+                         [float(t) for t in samples.values()], link_burst,
+                         cpu)
+      return fitted, (f"cost_model.json, its {len(samples)} samples "
+                      "refitted with the link's token bucket")
     return plan_lib.CostModel.from_dict(given), "cost_model.json"
   if fallback == "trace":
     sizes, seconds = _collective_samples(traces)
@@ -226,11 +304,99 @@ def cost_model(results_dir: str, results: Dict[str, Any],
       fitted = plan_lib.CostModel.fit(sizes, seconds)
       return fitted, (f"fit over {len(sizes)} traced collectives "
                       f"({len(set(sizes))} sizes)")
-  alpha = min(GRPC_ALPHA_S, results["comm_s"])
-  return (plan_lib.CostModel(alpha=alpha, beta=(results["comm_s"] - alpha) /
-                             total_bytes),
-          f"alpha {alpha * 1e3:.1f} ms (one collective alone, testbed), "
-          "beta from comm_s")
+  comm_s = results["comm_s"]
+  alpha = min(GRPC_ALPHA_S, comm_s)
+  source = (f"alpha {alpha * 1e3:.1f} ms (one collective alone, testbed), "
+            "beta from comm_s")
+  if not link_burst:
+    return (plan_lib.CostModel(alpha=alpha,
+                               beta=(comm_s - alpha) / total_bytes), source)
+  # The beta whose repeated all-reduce of every gradient byte takes comm_s
+  # (nondecreasing in beta: bisection).
+  model = execution.ExecutionModel(cpu=cpu, link_burst=link_burst)
+  seconds = lambda beta: execution.repeated_seconds(
+      plan_lib.CostModel(alpha, beta), total_bytes, model)
+  lo, hi = 0.0, (comm_s + link_burst) / total_bytes
+  for _ in range(200):
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if seconds(mid) < comm_s else (lo, mid)
+  return (plan_lib.CostModel(alpha=alpha, beta=hi),
+          source + " with the link's token bucket")
+
+
+def fit_alone(nbytes: Sequence[float], seconds: Sequence[float],
+              link_burst: float, cpu=None):
+  """alpha and beta of collectives timed alone on a token-bucket link.
+
+  Least squares of `execution.repeated_seconds` (a collective repeated
+  back to back, alone; `cpu`'s per-byte work sets the speed of a burst)
+  over the samples. That function is linear in (alpha, beta) in each of
+  its regimes: a sample whose bytes the fixed cost's refill covers takes
+  `alpha + f * beta * s` (f = cpu.beta / beta, at most 1); one that empties
+  the bucket takes `alpha + beta * s - link_burst` (a full bucket, alpha
+  above it) or `beta * s` (the fixed cost's refill, alpha hidden). The
+  regimes follow the size, so every split of the sorted sizes into a
+  small and a large part and every form of each part is solved linearly,
+  and the candidate whose `repeated_seconds` fit the samples best is kept;
+  on a tie the smallest alpha (with every sample's alpha hidden, alpha is
+  not measured: at least 0, as the linear fit's clipping says). With
+  `link_burst` 0 this is the linear fit (`CostModel.fit`).
+
+  Args:
+    nbytes: sizes of the samples (>= 2 distinct).
+    seconds: their times alone.
+    link_burst: seconds of traffic the link's bucket holds, >= 0.
+    cpu: the CPU cost of a collective (its beta), or None.
+
+  Returns:
+    The CostModel.
+
+  Raises:
+    ValueError: on mismatched lengths or fewer than 2 distinct sizes.
+  """
+  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  x = np.asarray(nbytes, dtype=float)
+  y = np.asarray(seconds, dtype=float)
+  if x.shape != y.shape or x.ndim != 1 or len(np.unique(x)) < 2:
+    raise ValueError("fit_alone: need 1-D samples of equal length at >= 2 "
+                     "distinct sizes.")
+  if not link_burst:
+    return plan_lib.CostModel.fit(x, y)
+  model = execution.ExecutionModel(cpu=cpu, link_burst=link_burst)
+  cpu_beta = 0.0 if cpu is None else cpu.beta
+  order = np.argsort(x)
+  best = []
+  for k in range(len(x) + 1):
+    small, large = order[:k], order[k:]
+    for small_form in ("cpu", "rate"):  # f < 1; f = 1 (beta <= cpu.beta)
+      for large_form in ("full", "refill"):
+        rows, target = [], []
+        for i in small:
+          if small_form == "cpu":
+            rows.append([1.0, 0.0])
+            target.append(y[i] - cpu_beta * x[i])
+          else:
+            rows.append([1.0, x[i]])
+            target.append(y[i])
+        for i in large:
+          rows.append([1.0 if large_form == "full" else 0.0, x[i]])
+          target.append(y[i] + (link_burst if large_form == "full" else 0))
+        (alpha, beta), *_ = np.linalg.lstsq(np.array(rows),
+                                             np.array(target), rcond=None)
+        fitted = plan_lib.CostModel(alpha=max(0.0, float(alpha)),
+                                    beta=max(0.0, float(beta)))
+        error = sum((execution.repeated_seconds(fitted, s, model) - t) ** 2
+                    for s, t in zip(x, y))
+        best.append((error, fitted.alpha, fitted.beta))
+  # Ties up to round-off (1e-6 of the samples, relative).
+  least = min(e for e, _, _ in best) + 1e-12 * float(np.sum(y ** 2))
+  _, alpha, beta = min((c for c in best if c[0] <= least * (1 + 1e-9)),
+                       key=lambda c: (c[1], c[2]))
+  return plan_lib.CostModel(alpha=alpha, beta=beta)
 
 
 def _scaled(dag, factor: float, forward_factor: Optional[float] = None):
@@ -321,6 +487,43 @@ def _dense_collectives(dag, plan) -> int:
 def _given(args: Sequence[str]) -> Dict[str, str]:
   return dict(a[2:].split("=", 1) for a in args if a.startswith("--") and
               "=" in a)
+
+
+def _sparse_as_dense(args: Sequence[str]) -> bool:
+  """Whether a row ran with --sparse_as_dense: its `IndexedSlices` were
+  densified and reduced as its plan says, not all-gathered after it."""
+  value = None
+  for a in args:
+    if a == "--sparse_as_dense":
+      value = True
+    elif a == "--nosparse_as_dense":
+      value = False
+    elif a.startswith("--sparse_as_dense="):
+      value = a.split("=", 1)[1].lower() in ("true", "1", "yes")
+  return bool(value)
+
+
+def _credit(given: Dict[str, str]) -> Dict[str, Any]:
+  """`ExecutionModel` credit arguments of a row's --credit_* flags (the
+  runtime's default on CPUs where absent)."""
+  return {"max_collectives": int(given.get("credit_collectives",
+                                           DEFAULT_CREDIT_COLLECTIVES)),
+          "max_bytes": (int(given["credit_bytes"]) if "credit_bytes" in given
+                        else None)}
+
+
+def model_tail(dag, cost, plan, model) -> float:
+  """Seconds the execution model puts after a block's last planned
+  collective: what a trace's block tail holds of the model (the sparse
+  all-gathers follow the dense collectives and are not traced); 0 without
+  them. Simulated without the block overhead."""
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  ex = execution.execute(dag, cost, plan,
+                         dataclasses.replace(model, block_overhead=0.0))
+  ends = [e for step in ex.collective_end for e in step]
+  return ex.block_time - max(ends) if ends else 0.0
 
 
 def runtime_plan(dag, scheduler: str, workers: int, options: Dict[str, Any]):
@@ -441,9 +644,11 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
     "interval_s": the time between the ends of two small collectives in
     flight together after the backward pass (the part of a collective's
     fixed cost that does not overlap: its CPU work), "rows": the traces
-    used}; a value is None without samples.
+    used, "tails": {trace: its blocks' tails}}; a value is None without
+    samples.
   """
   heads, tails, small, interval, used = [], [], [], [], []
+  by_trace = {}
   for name, trace in sorted(traces.items()):
     if name == exclude:
       continue
@@ -451,7 +656,8 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
     if not blocks:
       continue
     used.append(name)
-    tails += [b["tail_s"] for b in blocks]
+    by_trace[name] = [b["tail_s"] for b in blocks]
+    tails += by_trace[name]
     heads += [b["head_s"] for b in blocks if b["collectives"] > 1]
     for b in blocks:
       small += b["small_s"]
@@ -459,7 +665,8 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
   med = lambda v: statistics.median(v) if v else None
   return {"head_s": med(heads), "tail_s": med(tails), "small_s": med(small),
           "small_samples": len(small), "interval_s": med(interval),
-          "interval_samples": len(interval), "rows": used}
+          "interval_samples": len(interval), "rows": used,
+          "tails": by_trace}
 
 
 def _setting(value: str, name: str) -> Optional[float]:
@@ -594,6 +801,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   results = _read_json(os.path.join(results_dir, "results.json"))
   if results is None:
     raise ValueError(f"{results_dir} has no results.json")
+  if "schedulers" not in results:
+    raise ValueError(f"{results_dir}/results.json has no scheduler rows: "
+                     "not a scripts/bench.py results directory")
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
   overhead_given = _setting(block_overhead_ms, "block_overhead_ms")
   forward_given = (None if forward_share in ("traces", "flops") else
@@ -631,15 +841,30 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   total_bytes = sum(t.nbytes for t in base_dag.tensors)
   cost, cost_source = cost_model(results_dir, results, traces, total_bytes,
                                  cost_fallback)
-  if cost_source != "cost_model.json":
+  if not cost_source.startswith("cost_model.json"):
     missing.append("cost_model.json: {alpha, beta} fitted "
                    "(CostModel.fit) from all-reduces of >= 4 sizes timed "
                    "alone on the benchmark's link and worker count")
   cpu, cpu_source = cpu_cost_model(results_dir, setup, cost, total_bytes,
                                    cpu_cost)
+  # The link's token bucket (tc tbf's burst over its rate): the cost of a
+  # collective alone is refitted with it. Where the collective's own cost
+  # is taken as CPU work (a CPU-bound link) its bytes need the whole core
+  # at the rate and the bucket cannot speed them: nothing to refit.
+  link_burst = setup["link_burst_s"]
+  if link_burst and cpu is not cost:
+    cost, cost_source = cost_model(results_dir, results, traces, total_bytes,
+                                   cost_fallback, link_burst, cpu)
+  alone = execution.ExecutionModel(cpu=cpu, link_burst=link_burst)
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
+  row_of_trace = {trace_name(name): name for name in results["schedulers"]
+                  if split_name(name)[0] in plan_lib.SCHEDULERS}
+  # Without sparse gradients the model puts nothing after a block's last
+  # collective.
+  base_dag_sparse = setup["workers"] > 0 and any(
+      t.sparse is not None for t in base_dag.tensors)
   stand_in_plans = False
   rows = {}
   for name, row in results["schedulers"].items():
@@ -674,7 +899,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     row_cost = cost
     if row_cpu is not None and row_cpu.alpha > cost.alpha:
       # A collective's fixed cost is at least its CPU part. A fit whose
-      # smallest size is already link-bound (50 KB at 200 Mbit/s) can put
+      # samples all hide it (50 KB and more at 200 Mbit/s: behind the
+      # bytes, with the token bucket; link-bound, in a linear fit) puts
       # alpha at 0; the CPU part measured in the traces bounds it below.
       row_cost = plan_lib.CostModel(alpha=row_cpu.alpha, beta=cost.beta)
     share = share_given
@@ -686,24 +912,48 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       if cpu_part > 0 and busy > 0:
         share = min(1.0, cpu_part / busy)
     model = execution.ExecutionModel(
-        unroll=unroll,
-        max_collectives=int(given.get("credit_collectives",
-                                      DEFAULT_CREDIT_COLLECTIVES)),
-        max_bytes=(int(given["credit_bytes"]) if "credit_bytes" in given
-                   else None),
-        cpu=row_cpu, comm_cpu_share=share if share is not None else 1.0,
-        bytes_cpu_share=bytes_cpu_share, workers=setup["workers"])
+        unroll=unroll, **_credit(given), cpu=row_cpu,
+        comm_cpu_share=share if share is not None else 1.0,
+        bytes_cpu_share=bytes_cpu_share,
+        workers=None if _sparse_as_dense(args) else setup["workers"],
+        link_burst=link_burst, fixed_cpu_fifo=True)
     # The traces end at the last planned collective; the sparse all-gathers
-    # after it are the model's, not part of the overhead.
-    sparse_tail = execution.exchange_tail(dag, row_cost, model)
-    overhead = (overhead_given * 1e-3 if overhead_given is not None else
-                max(0.0, (calib["tail_s"] or 0.0) - sparse_tail))
+    # after it are the model's, not part of the overhead: each other row's
+    # measured tails less what this model puts after that row's last
+    # planned collective (how long depends on the row: the bucket is empty
+    # after one large collective, full after a chain of small ones).
+    sparse_tail = None
+    overhead = None if overhead_given is None else overhead_given * 1e-3
+    if overhead is None and calib["tails"]:
+      residuals, model_tails = [], []
+      for other_trace, tails in sorted(calib["tails"].items()):
+        other = row_of_trace.get(other_trace)
+        tail = 0.0
+        if base_dag_sparse and other is None:
+          tail = execution.exchange_tail(dag, row_cost, dataclasses.replace(
+              model, workers=setup["workers"]))
+        elif base_dag_sparse:
+          other_args = (settings.get(other) or {}).get("args") or ()
+          other_plan, _ = _row_plan(plans_dir, other, split_name(other)[0],
+                                    other_args, dag, cost, setup["workers"])
+          tail = model_tail(dag, row_cost, other_plan, dataclasses.replace(
+              model, unroll=split_name(other)[1],
+              **_credit(_given(other_args)),
+              workers=(None if _sparse_as_dense(other_args) else
+                       setup["workers"])))
+        model_tails.append(tail)
+        residuals += [t - tail for t in tails]
+      sparse_tail = statistics.median(model_tails)
+      overhead = max(0.0, statistics.median(residuals))
+    overhead = overhead or 0.0
     model = dataclasses.replace(model, block_overhead=overhead)
     predicted = execution.execute(dag, row_cost, plan, model).step_time
     entry.update(
         predicted_s=predicted, error=(predicted - measured) / measured,
         planner_model_s=plan_lib.simulate(dag, cost, plan).iteration_time,
-        plan=plan_source, collectives=_dense_collectives(dag, plan),
+        plan=plan_source,
+        collectives=(len(plan.collectives) if model.workers is None else
+                     _dense_collectives(dag, plan)),
         model=model.describe(),
         calibration={"forward_share": share_f, "comm_cpu_share": share,
                      "block_overhead_s": overhead,
@@ -751,7 +1001,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                               "reference": reference},
                  "measured_compute_s": results["compute_s"],
                  "measured_comm_s": results["comm_s"],
-                 "simulated_comm_s": float(cost.seconds(total_bytes))},
+                 "simulated_comm_s": float(execution.repeated_seconds(
+                     cost, total_bytes, alone)),
+                 "link": {"rate": setup["link_rate"],
+                          "burst_bytes": link_burst_bytes(setup["link_rate"]),
+                          "burst_s": link_burst,
+                          "cpu_bound": bool(link_burst) and cpu is cost}},
       "missing": missing,
   }
 
@@ -765,6 +1020,7 @@ def format_table(report: Dict[str, Any]) -> str:
   inputs = report["inputs"]
   s = inputs["setup"]
   cpu = inputs["cpu_cost"]
+  link = inputs["link"]
   lines = [
       f"Simulator vs measured: {s['model']}, {s['workers']} workers, global "
       f"batch {s['global_batch_size']} ({inputs['results_dir']}).",
@@ -776,6 +1032,16 @@ def format_table(report: Dict[str, Any]) -> str:
       f"({inputs['cost_source']}); whole gradient "
       f"{inputs['simulated_comm_s'] * 1e3:.1f} ms simulated vs "
       f"{inputs['measured_comm_s'] * 1e3:.1f} ms measured alone.",
+      "- Link: " + (
+          f"rate {link['rate']}, a token bucket (tc tbf, as "
+          f"tf_preempt.launch.netem sets it) of {link['burst_bytes']} B, "
+          f"{link['burst_s'] * 1e3:.3f} ms of traffic" + (
+              "; inert here: the bytes are taken as CPU-bound (the CPU "
+              "cost is this link's own), at the rate with or without "
+              "tokens" if link.get("cpu_bound") else "")
+          if link["burst_s"] else
+          f"{link['rate'] or 'loopback or unknown'}, a plain rate (no token "
+          "bucket)") + ".",
       "- CPU cost of a collective on the compute core: " +
       ("none" if cpu is None else
        f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +

@@ -272,8 +272,8 @@ def test_cpu_cost_from_the_fastest_cpu_bound_sibling(tmp_path):
   report = validate_sim.validate(str(tmp_path / "slow"))
   inputs = report["inputs"]
   assert inputs["cpu_source"].startswith("fast:")
-  nbytes = (inputs["simulated_comm_s"] - inputs["cost_model"]["alpha"]) / (
-      inputs["cost_model"]["beta"])
+  nbytes = sum(t.nbytes for t in scripts.load_script("simulate").model_dag(
+      "vgg_small", 4, "v100", None).tensors)
   assert inputs["cpu_cost"]["alpha"] == pytest.approx(1.8e-3)
   assert inputs["cpu_cost"]["beta"] == pytest.approx((0.02 - 1.8e-3) /
                                                      nbytes)
@@ -417,12 +417,16 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
                          "and size)")
   assert row["collectives"] == 1
   assert "all-gathered over 2 worker(s)" in row["model"]
-  # The modelled all-gather after the last dense collective comes out of
-  # the measured tail: rows and indices after the row count, 1 ms fixed
-  # cost and 40 ns/B for their 32768 + 512 bytes.
+  # The modelled all-gather after the last dense collective (of the other
+  # row, tf_default@1: one 268 KB all-reduce that empties the 200 Mbit/s
+  # link's bucket of 4 ms) comes out of the measured tail: the row
+  # count's 4 bytes queue behind it; rows and indices then pay 1 ms of
+  # fixed cost, during which the idle link refills 1 ms of tokens, and
+  # their 32768 + 512 bytes at 40 ns/B, 1 ms of it at once.
   calib = row["calibration"]
   assert calib["trace_tail_s"] == pytest.approx(0.020)
-  assert calib["sparse_tail_s"] == pytest.approx(1e-3 + 4e-8 * (32768 + 512))
+  assert calib["sparse_tail_s"] == pytest.approx(
+      4e-8 * 4 + 1e-3 + 4e-8 * (32768 + 512) - 1e-3)
   assert calib["block_overhead_s"] == pytest.approx(
       0.020 - calib["sparse_tail_s"])
   assert "Sparse gradients" in validate_sim.format_table(report)
@@ -436,7 +440,8 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
   assert all(0 not in c.tensors for c in priority.collectives[:-1])
   # The prediction is the execution model's, the all-gathers included.
   model = execution.ExecutionModel(unroll=1, max_collectives=2, workers=2,
-                                   block_overhead=calib["block_overhead_s"])
+                                   block_overhead=calib["block_overhead_s"],
+                                   link_burst=4e-3)
   plan, _ = validate_sim._recorded_plan(str(tmp_path / "plans"),
                                         "horovod@1", dag)
   assert plan.collectives[-1].tensors == (0,)
@@ -445,3 +450,168 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
       plan_lib.CostModel(1e-3, 4e-8), plan, model)
   assert len(ex.exchange_end[0]) == 3
   assert row["predicted_s"] == pytest.approx(ex.step_time)
+
+
+def test_link_and_its_token_bucket():
+  validate_sim = scripts.load_script("validate_sim")
+  # tf_preempt.launch.netem: 4 ms of traffic, at least 64 KiB.
+  assert validate_sim.link_burst_bytes("200mbit") == 100_000
+  assert validate_sim.link_burst_bytes("2gbit") == 1_000_000
+  assert validate_sim.link_burst_bytes("100mbit") == 64 * 1024
+  assert validate_sim.link_burst_seconds("200mbit") == pytest.approx(4e-3)
+  assert validate_sim.link_burst_seconds("100mbit") == pytest.approx(
+      64 * 1024 / 12.5e6)
+  for loopback in (None, "", "fast"):
+    assert validate_sim.link_burst_bytes(loopback) is None
+    assert validate_sim.link_burst_seconds(loopback) == 0.0
+  # The rate: the command's --bandwidth, else the machine line.
+  rate = lambda command, machine="": validate_sim.link_rate(
+      {"command": command, "machine": machine})
+  assert rate("bench.py --bandwidth 200mbit") == "200mbit"
+  assert rate("bench.py --bandwidth=2gbit") == "2gbit"
+  assert rate("bench.py --bandwidth= --workers=2",
+              "vm; link rate 200mbit; pinned") is None  # loopback
+  assert rate("bench.py", "vm; link rate 200mbit; workers pinned") == (
+      "200mbit")
+  assert rate("bench.py", "vm; link loopback; workers pinned") is None
+
+
+def _samples(cost, burst, cpu, sizes):
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  model = execution.ExecutionModel(cpu=cpu, link_burst=burst)
+  return [execution.repeated_seconds(cost, s, model) for s in sizes]
+
+
+def test_fit_alone_with_the_token_bucket():
+  validate_sim = scripts.load_script("validate_sim")
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  cpu = plan_lib.CostModel(1.28e-3, 3.78e-9)
+  # transformer_tiny's sizes at 200 Mbit/s: 8 and 32 KB take the fixed
+  # cost (their bytes pass in a burst), 128 and 512 KB their bytes' time
+  # (the fixed cost hidden): a linear fit is far off in alpha.
+  sizes = [8192, 32768, 131072, 524296]
+  true = plan_lib.CostModel(1.8e-3, 42e-9)
+  seconds = _samples(true, 4e-3, cpu, sizes)
+  linear = plan_lib.CostModel.fit(sizes, seconds)
+  assert linear.alpha < 1e-3
+  fitted = validate_sim.fit_alone(sizes, seconds, 4e-3, cpu)
+  assert fitted.alpha == pytest.approx(true.alpha, rel=1e-6)
+  assert fitted.beta == pytest.approx(true.beta, rel=1e-6)
+  # Without CPU cost the burst is instant; a bucket below alpha; noise.
+  for burst, cpu_cost in ((4e-3, None), (1e-3, cpu)):
+    seconds = _samples(true, burst, cpu_cost, sizes)
+    fitted = validate_sim.fit_alone(sizes, seconds, burst, cpu_cost)
+    assert (fitted.alpha, fitted.beta) == pytest.approx(
+        (true.alpha, true.beta), rel=1e-6)
+  noisy = [t * (1 + e) for t, e in zip(_samples(true, 4e-3, cpu, sizes),
+                                        (0.02, -0.01, 0.01, -0.02))]
+  fitted = validate_sim.fit_alone(sizes, noisy, 4e-3, cpu)
+  assert fitted.alpha == pytest.approx(true.alpha, rel=0.05)
+  assert fitted.beta == pytest.approx(true.beta, rel=0.05)
+  # Every sample's fixed cost hidden: alpha is not measured, 0 (a lower
+  # bound, raised to the measured CPU part by validate).
+  big = [50908, 203640, 814568, 3258280]
+  hidden = validate_sim.fit_alone(big, _samples(true, 4e-3, cpu, big),
+                                  4e-3, cpu)
+  assert hidden.alpha == 0.0
+  assert hidden.beta == pytest.approx(true.beta, rel=1e-6)
+  # No bucket: the linear fit.
+  assert validate_sim.fit_alone(sizes, seconds, 0.0, cpu) == (
+      plan_lib.CostModel.fit(sizes, seconds))
+  with pytest.raises(ValueError):
+    validate_sim.fit_alone([1, 1], [1.0, 2.0], 4e-3)
+
+
+def test_validate_models_the_link_token_bucket(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  cpu = plan_lib.CostModel(1.28e-3, 3.78e-9)
+  (tmp_path / "cpu.json").write_text(json.dumps(cpu.to_dict()))
+  true = plan_lib.CostModel(1.8e-3, 42e-9)
+  sizes = [8192, 32768, 131072, 524296]
+  seconds = _samples(true, 4e-3, cpu, sizes)
+  linear = plan_lib.CostModel.fit(sizes, seconds)
+  given = dict(linear.to_dict(), samples={str(s): t for s, t in
+                                          zip(sizes, seconds)})
+
+  def bench(name, bandwidth, cpu_cost=str(tmp_path / "cpu.json")):
+    _bench_dir(tmp_path / name, bandwidth)
+    (tmp_path / name / "cost_model.json").write_text(json.dumps(given))
+    return validate_sim.validate(str(tmp_path / name), cpu_cost=cpu_cost)
+
+  shaped = bench("shaped", "200mbit")
+  inputs = shaped["inputs"]
+  assert inputs["link"] == {"rate": "200mbit", "burst_bytes": 100_000,
+                            "burst_s": pytest.approx(4e-3),
+                            "cpu_bound": False}
+  assert "refitted with the link's token bucket" in inputs["cost_source"]
+  assert inputs["cost_model"]["alpha"] == pytest.approx(true.alpha)
+  assert inputs["cost_model"]["beta"] == pytest.approx(true.beta)
+  # The whole gradient alone, as comm_worker times it: the model's own.
+  nbytes = sum(t.nbytes for t in scripts.load_script("simulate").model_dag(
+      "vgg_small", 4, "v100", None).tensors)
+  assert inputs["simulated_comm_s"] == pytest.approx(
+      execution.repeated_seconds(true, nbytes, execution.ExecutionModel(
+          cpu=cpu, link_burst=4e-3)))
+  for row in shaped["rows"].values():
+    assert "token bucket of 4.000 ms" in row["model"]
+    assert "fixed CPU work one collective at a time" in row["model"]
+  assert "a token bucket (tc tbf" in validate_sim.format_table(shaped)
+  # Loopback: a plain rate and the linear fit as given.
+  plain = bench("loopback", "")
+  assert plain["inputs"]["link"]["burst_s"] == 0.0
+  assert plain["inputs"]["cost_source"] == "cost_model.json"
+  assert plain["inputs"]["cost_model"] == linear.to_dict()
+  for row in plain["rows"].values():
+    assert "token bucket" not in row["model"]
+  assert "a plain rate (no token bucket)" in validate_sim.format_table(plain)
+  # A CPU-bound link (its own cost is the CPU cost): the bytes need the
+  # whole core at the rate, the bucket cannot speed them; no refit.
+  fast = bench("fast", "2gbit", cpu_cost="auto")
+  assert fast["inputs"]["cpu_cost"] == fast["inputs"]["cost_model"]
+  assert fast["inputs"]["cost_source"] == "cost_model.json"
+  assert fast["inputs"]["link"]["cpu_bound"]
+  assert "inert here" in validate_sim.format_table(fast)
+
+
+def test_results_without_scheduler_rows_are_refused(tmp_path):
+  # scripts/bench_single_worker.py writes a results.json of other rows.
+  validate_sim = scripts.load_script("validate_sim")
+  (tmp_path / "results.json").write_text(json.dumps(
+      {"rows": {"stock": {"median_s": 0.09}}, "command": "x"}))
+  with pytest.raises(ValueError, match="not a scripts/bench.py"):
+    validate_sim.validate(str(tmp_path))
+
+
+def test_sparse_as_dense_rows_reduce_the_embedding_as_planned(tmp_path):
+  # bench.py --pace_sparse_as_dense: pace densifies the embedding gradient
+  # and its plan reduces it; the other rows all-gather it.
+  validate_sim = scripts.load_script("validate_sim")
+  assert validate_sim._sparse_as_dense(["--sparse_as_dense"])
+  assert validate_sim._sparse_as_dense(["--sparse_as_dense=true"])
+  assert not validate_sim._sparse_as_dense(["--sparse_as_dense",
+                                            "--nosparse_as_dense"])
+  assert not validate_sim._sparse_as_dense(["--credit_bytes=1"])
+  os.makedirs(tmp_path / "traces")
+  results = {"schedulers": {"tf_default@1": _row(0.05),
+                            "pace@2": dict(_row(0.05), unroll=2)},
+             "compute_s": 0.012, "comm_s": 0.02, "lower_bound_s": 0.02,
+             "command": "scripts/bench.py --model=transformer_tiny "
+                        "--workers=2 --batch_size=8 --bandwidth=200mbit",
+             "machine": "made up"}
+  (tmp_path / "results.json").write_text(json.dumps(results))
+  (tmp_path / "details.json").write_text(json.dumps({"settings": {
+      "pace@2": {"args": ["--sparse_as_dense"], "description": ""}}}))
+  (tmp_path / "cost_model.json").write_text(json.dumps(
+      {"alpha": 1e-3, "beta": 4e-8}))
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  assert "all-gathered" in report["rows"]["tf_default@1"]["model"]
+  pace = report["rows"]["pace@2"]
+  assert "all-gathered" not in pace["model"]
+  # Its plan's every collective is issued, the embedding's included.
+  dag = scripts.load_script("simulate").model_dag("transformer_tiny", 4,
+                                                 "v100", None)
+  plan = validate_sim.runtime_plan(dag, "pace", 2, {})
+  assert pace["collectives"] == len(plan.collectives)
+  assert pace["collectives"] == validate_sim._dense_collectives(dag, plan) + 1
