@@ -265,16 +265,21 @@ def test_bad_share_is_rejected():
       ExecutionModel(comm_cpu_share=share)
 
 
-def test_share_is_per_collective_while_computing():
-  # Two collectives whose CPU work (1 s each) overlaps a 10 s backward op:
-  # with a share of 0.25 each progresses at 0.25 and the op at 0.5.
+def _two_collectives_during_a_long_backward_op():
+  """t1 and t2 ready after b1 (1 s), each its own collective; b0 10 s."""
   ops = [Op("f", "forward", 1.0), Op("b1", "backward", 1.0),
          Op("b0", "backward", 10.0)]
   tensors = [TensorInfo("t0", 4, "b0", ("f",)),
              TensorInfo("t1", 4, "b1", ("f",)),
              TensorInfo("t2", 4, "b1", ("f",))]
   dag = TrainingDAG(ops, [("b1", "b0")], tensors)
-  plan = _plan(dag, [[(1, 0, 4)], [(2, 0, 4)], [(0, 0, 4)]])
+  return dag, _plan(dag, [[(1, 0, 4)], [(2, 0, 4)], [(0, 0, 4)]])
+
+
+def test_share_is_per_collective_while_computing():
+  # Two collectives whose CPU work (1 s each) overlaps a 10 s backward op:
+  # with a share of 0.25 each progresses at 0.25 and the op at 0.5.
+  dag, plan = _two_collectives_during_a_long_backward_op()
   cost = CostModel(alpha=1.0, beta=0.0)
   ex = execute(dag, cost, plan, ExecutionModel(
       unroll=1, max_collectives=2, cpu=cost, comm_cpu_share=0.25))
@@ -512,13 +517,7 @@ def test_fixed_cpu_fifo_serves_collectives_in_release_order():
 def test_fixed_cpu_fifo_leaves_the_share_while_computing():
   # test_share_is_per_collective_while_computing: compute runs throughout
   # the two collectives' CPU work, so the order changes nothing.
-  ops = [Op("f", "forward", 1.0), Op("b1", "backward", 1.0),
-         Op("b0", "backward", 10.0)]
-  tensors = [TensorInfo("t0", 4, "b0", ("f",)),
-             TensorInfo("t1", 4, "b1", ("f",)),
-             TensorInfo("t2", 4, "b1", ("f",))]
-  dag = TrainingDAG(ops, [("b1", "b0")], tensors)
-  plan = _plan(dag, [[(1, 0, 4)], [(2, 0, 4)], [(0, 0, 4)]])
+  dag, plan = _two_collectives_during_a_long_backward_op()
   cost = CostModel(alpha=1.0, beta=0.0)
   ex = execute(dag, cost, plan, ExecutionModel(
       unroll=1, max_collectives=2, cpu=cost, comm_cpu_share=0.25,

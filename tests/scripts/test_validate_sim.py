@@ -26,6 +26,14 @@ def _row(median):
           "ratio_vs_lower_bound": 1.0}
 
 
+def _write_bench_files(path, results, args_by_row):
+  """results.json, and details.json with each row's bench.py flags."""
+  (path / "results.json").write_text(json.dumps(results))
+  (path / "details.json").write_text(json.dumps({"settings": {
+      row: {"args": args, "description": ""}
+      for row, args in args_by_row.items()}}))
+
+
 def _make_results(path, traces=True, cost=None):
   os.makedirs(path / "traces")
   results = {
@@ -36,10 +44,8 @@ def _make_results(path, traces=True, cost=None):
       "command": "scripts/bench.py --model=vgg_small --workers=2 "
                  "--batch_size=8",
       "machine": "made up"}
-  (path / "results.json").write_text(json.dumps(results))
-  (path / "details.json").write_text(json.dumps({"settings": {
-      "tf_packed@1": {"args": ["--bytes_per_pack=4194304"],
-                      "description": ""}}}))
+  _write_bench_files(path, results,
+                     {"tf_packed@1": ["--bytes_per_pack=4194304"]})
   if traces:
     events = [{"cat": "collective", "ph": "X", "ts": 0, "dur": d,
                "args": {"bytes": b}}
@@ -600,9 +606,7 @@ def test_sparse_as_dense_rows_reduce_the_embedding_as_planned(tmp_path):
              "command": "scripts/bench.py --model=transformer_tiny "
                         "--workers=2 --batch_size=8 --bandwidth=200mbit",
              "machine": "made up"}
-  (tmp_path / "results.json").write_text(json.dumps(results))
-  (tmp_path / "details.json").write_text(json.dumps({"settings": {
-      "pace@2": {"args": ["--sparse_as_dense"], "description": ""}}}))
+  _write_bench_files(tmp_path, results, {"pace@2": ["--sparse_as_dense"]})
   (tmp_path / "cost_model.json").write_text(json.dumps(
       {"alpha": 1e-3, "beta": 4e-8}))
   report = validate_sim.validate(str(tmp_path), cpu_cost="none")
