@@ -71,14 +71,12 @@ def measure(args, log=print):
     each median to stock's, and the command and machine.
   """
   runs = {row: [] for row in ROWS}
-  order = list(ROWS)
   loads = []
-  for repeat in range(args.repeats):
-    for row in order if repeat % 2 == 0 else order[::-1]:
-      loads.append(os.getloadavg()[0])
-      runs[row].append(_run_once(row, args))
-      log(f"repeat {repeat + 1}/{args.repeats} {row}: "
-          f"{runs[row][-1] * 1e3:.2f} ms/step (load before {loads[-1]:.2f})")
+  for repeat, row in runner.interleaved(list(ROWS), args.repeats):
+    loads.append(os.getloadavg()[0])
+    runs[row].append(_run_once(row, args))
+    log(f"repeat {repeat + 1}/{args.repeats} {row}: "
+        f"{runs[row][-1] * 1e3:.2f} ms/step (load before {loads[-1]:.2f})")
   stock = statistics.median(runs["stock"])
   rows = {}
   for row, step_s in runs.items():

@@ -26,6 +26,8 @@ from absl import flags
 
 import demo  # scripts/demo.py: one 2-worker training run.
 
+from tf_preempt.bench import runner
+
 FLAGS = flags.FLAGS
 
 
@@ -54,14 +56,13 @@ def run(model, batch_size, steps, warmup_steps, unrolls: Sequence[int],
                      profile_steps))
   runs = {label: [] for label, _, _, _ in settings}
   profiles = {}
-  for round_ in range(rounds):
-    for label, scheduler, k, profile in (
-        settings if round_ % 2 == 0 else settings[::-1]):
-      print(f"round {round_ + 1}/{rounds}: {label} ...", file=out, flush=True)
-      r = demo.train_once(scheduler, k, profile_steps=profile, **common)
-      runs[label].append(r["median_step_s"])
-      if r.get("profile"):
-        profiles[label] = r["profile"]
+  for round_, (label, scheduler, k, profile) in runner.interleaved(
+      settings, rounds):
+    print(f"round {round_ + 1}/{rounds}: {label} ...", file=out, flush=True)
+    r = demo.train_once(scheduler, k, profile_steps=profile, **common)
+    runs[label].append(r["median_step_s"])
+    if r.get("profile"):
+      profiles[label] = r["profile"]
   medians = {label: statistics.median(v) for label, v in runs.items()}
   stock = medians[settings[0][0]]
   print(f"\n{model}, global batch {batch_size}, 2 workers on loopback, "

@@ -65,6 +65,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt.bench import runner
+
 # Only warnings and errors from TensorFlow's C++ side (the --simulate path
 # imports TensorFlow in this process; the workers log to files).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -216,18 +218,16 @@ def run(model: str = "vgg_small", batch_size: int = 48, steps: int = 60,
     settings += [(f"stock reduction, unroll {unroll}", "tf_default", unroll),
                  (f"PACE plan, unroll 1{replanned}", "pace", 1)]
   results = {label: {"label": label, "runs": []} for label, _, _ in settings}
-  for round_ in range(rounds):
-    order = settings if round_ % 2 == 0 else settings[::-1]
-    for label, scheduler, k in order:
-      # The machine is shared: say how busy it was.
-      load = os.getloadavg()[0]
-      print(f"round {round_ + 1}/{rounds}: {label} (load average "
-            f"{load:.1f} on {os.cpu_count()} cores) ...", file=out,
-            flush=True)
-      r = train_once(scheduler, k, profile_steps=(
-          profile_steps if scheduler == "pace" else 0), **common)
-      r["load_before"] = load
-      results[label]["runs"].append(r)
+  for round_, (label, scheduler, k) in runner.interleaved(settings, rounds):
+    # The machine is shared: say how busy it was.
+    load = os.getloadavg()[0]
+    print(f"round {round_ + 1}/{rounds}: {label} (load average "
+          f"{load:.1f} on {os.cpu_count()} cores) ...", file=out,
+          flush=True)
+    r = train_once(scheduler, k, profile_steps=(
+        profile_steps if scheduler == "pace" else 0), **common)
+    r["load_before"] = load
+    results[label]["runs"].append(r)
   for res in results.values():
     res["median_step_s"] = statistics.median(
         r["median_step_s"] for r in res["runs"])

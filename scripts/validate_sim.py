@@ -863,8 +863,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                   if split_name(name)[0] in plan_lib.SCHEDULERS}
   # Without sparse gradients the model puts nothing after a block's last
   # collective.
-  base_dag_sparse = setup["workers"] > 0 and any(
-      t.sparse is not None for t in base_dag.tensors)
+  base_dag_sparse = any(t.sparse is not None for t in base_dag.tensors)
   stand_in_plans = False
   rows = {}
   for name, row in results["schedulers"].items():

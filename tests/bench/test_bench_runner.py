@@ -24,3 +24,9 @@ def test_pace_options_apply_to_the_pace_row_only():
   for name in ("tf_default@1", "tf_default@2"):
     assert rows[name].profile_steps == 0
     assert "--sparse_as_dense" not in rows[name].args
+
+
+def test_interleaved_alternates_the_order():
+  assert list(runner.interleaved(["a", "b", "c"], 3)) == [
+      (0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a"),
+      (2, "a"), (2, "b"), (2, "c")]

@@ -49,6 +49,17 @@ class Setting:
   profile_steps: int = 0  # > 0: profile and re-plan first (pace only).
 
 
+def interleaved(items: Sequence[Any], repeats: int):
+  """Yields (repeat, item): `items` in order, then reversed, and so on.
+
+  The machine is shared and its load drifts; alternating the order makes
+  a drift hit no item more than another.
+  """
+  for repeat in range(repeats):
+    for item in items if repeat % 2 == 0 else items[::-1]:
+      yield repeat, item
+
+
 def settings_of(schedulers: Sequence[str], unroll: int,
                 pack_bytes: Optional[int] = None,
                 credit_bytes: Optional[int] = None,
@@ -287,9 +298,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   order = rows + [Setting(COMPUTE), Setting(COMM)]
   # The pre-pass runs are not rows' runs: keep only what follows.
   first_row_run = len(bench.runs)
-  for repeat in range(repeats):
-    for s in order if repeat % 2 == 0 else order[::-1]:
-      bench.run(s, tag=f"repeat {repeat + 1}/{repeats}: ")
+  for repeat, s in interleaved(order, repeats):
+    bench.run(s, tag=f"repeat {repeat + 1}/{repeats}: ")
   runs = bench.runs[first_row_run:]
   by_name = {s.name: [r["value_s"] for r in runs if r["name"] == s.name]
              for s in order}

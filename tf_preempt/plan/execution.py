@@ -392,12 +392,12 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
     for t in sparse:
       info = dag.tensors[t].sparse
       gates = [(s + 1, j) for j in consumers[t]] if s + 1 < steps else []
-      rows = all_gather(s, SPARSE_COUNT_BYTES, [], 0)
-      add(rows, [])
+      row_count = all_gather(s, SPARSE_COUNT_BYTES, [], 0)
+      add(row_count, [])
       for nbytes in (info.values_nbytes, info.indices_nbytes):
         # Waits for the gradient (its producer) and for the row count.
         coll = all_gather(s, nbytes, list(gates), 2)
-        rows.then.append(coll)
+        row_count.then.append(coll)
         add(coll, [t])
   # A forward op waits once per collective that reduces a byte it reads.
   for coll in colls:

@@ -461,8 +461,8 @@ def _sparse_gradient(v, calls: Sequence[_Call], batch_size: int
     rows += batch_size * _elements(ids.shape)
     if keras.backend.standardize_dtype(ids.dtype) == "int64":
       index_itemsize = 8
-  row_bytes = (_elements((None,) + tuple(v.shape)) * _itemsize(v.dtype) //
-               max(1, int(v.shape[0])))
+  # `_elements` drops the first dimension: what is left is one row.
+  row_bytes = _elements(tuple(v.shape)) * _itemsize(v.dtype)
   return SparseGradient(values_nbytes=rows * row_bytes,
                         indices_nbytes=rows * index_itemsize)
 

@@ -148,6 +148,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     binding.check_user_plan(plan)
     default_plan.check_scheduler(scheduler)
     planner_options, credit = scheduling.split_options(scheduler_options)
+    sparse_as_dense = scheduling.sparse_as_dense(scheduler_options)
     use_op = scheduling.resolve_mode(scheduler_op)
     if options is None:
       options = CommunicationOptions()
@@ -162,7 +163,7 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     self._plan = plan
     self._scheduler = scheduler
     self._scheduler_options = dict(scheduler_options or {})
-    self._sparse_as_dense = scheduling.sparse_as_dense(scheduler_options)
+    self._sparse_as_dense = sparse_as_dense
     self._planner_options = planner_options
     self._scheduler_op = scheduler_op
     self._op_scheduler = (scheduling.OpScheduler(self.devices, credit)
@@ -250,13 +251,17 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
       ValueError: if the user's plan covers this many values but does not
         fit them (naming the first value that differs).
     """
-    specs = [binding.spec_of(v, i)
-             for i, v in enumerate(tf.nest.flatten(values))]
-    if self._sparse_as_dense:
-      # What `_all_reduce` binds after densifying, without building ops.
-      specs = [dataclasses.replace(s, sparse=False) for s in specs]
+    specs = self._specs(tf.nest.flatten(values))
     opts = tf_internals.cross_device_ops_state(self).options.merge(options)
     return self._bind(specs, opts)
+
+  def _specs(self, flat) -> List[binding.ValueSpec]:
+    """The signature the plan is bound to: with `sparse_as_dense`, an
+    `IndexedSlices` is bound as the dense tensor it is reduced as."""
+    specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
+    if self._sparse_as_dense:
+      specs = [dataclasses.replace(s, sparse=False) for s in specs]
+    return specs
 
   def _bind(self, specs, options) -> binding.BoundPlan:
     eager = tf.executing_eagerly()
@@ -361,13 +366,6 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
 
   # --- the all-reduce ------------------------------------------------------
 
-  def _densified(self, flat):
-    """`flat` with `IndexedSlices` made dense if `sparse_as_dense`."""
-    if not self._sparse_as_dense:
-      return flat
-    return [tf.convert_to_tensor(v) if isinstance(v, tf.IndexedSlices) else v
-            for v in flat]
-
   # Plain Python that builds ops: AutoGraph, which would otherwise convert it
   # (and the planner it calls) on every trace from user code, must not.
   @tf.autograph.experimental.do_not_convert
@@ -380,16 +378,17 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
                                       state.launchers)
     base_options = state.options
     options = base_options.merge(options)
+    launcher = launchers[replica_id]
+    device = devices[replica_id]
     flat = [v if isinstance(v, tf.IndexedSlices) else tf.convert_to_tensor(v)
             for v in tf.nest.flatten(value)]
-    with tf.device(devices[replica_id]):
-      flat = self._densified(flat)
-    specs = [binding.spec_of(v, i) for i, v in enumerate(flat)]
+    specs = self._specs(flat)
+    if self._sparse_as_dense:
+      with tf.device(device):
+        flat = [tf.convert_to_tensor(v) for v in flat]
     bound = self._bind(specs, options)
     if bound.plan is not None and self._num_between_graph_workers > 1:
       self._ensure_agreement(bound, options)
-    launcher = launchers[replica_id]
-    device = devices[replica_id]
     if not tf.executing_eagerly() and replica_id == 0:
       logging.info(
           "tf_preempt all_reduce: %d values in %d collectives (%s plan, "

@@ -131,15 +131,20 @@ def split_options(scheduler_options: Optional[Dict[str, Any]]
   if credit.telemetry_iterations < 1:
     raise ValueError(f"{TELEMETRY_ITERATIONS} must be >= 1, got "
                      f"{credit.telemetry_iterations}.")
-  if not isinstance(runtime.get(SPARSE_AS_DENSE, False), bool):
-    raise ValueError(f"{SPARSE_AS_DENSE} must be True or False, got "
-                     f"{runtime[SPARSE_AS_DENSE]!r}.")
   return planner, credit
 
 
 def sparse_as_dense(scheduler_options: Optional[Dict[str, Any]]) -> bool:
-  """Whether `scheduler_options` ask to densify `IndexedSlices`."""
-  return bool((scheduler_options or {}).get(SPARSE_AS_DENSE, False))
+  """Whether `scheduler_options` ask to densify `IndexedSlices`.
+
+  Raises:
+    ValueError: if the option is there and not a bool.
+  """
+  value = (scheduler_options or {}).get(SPARSE_AS_DENSE, False)
+  if not isinstance(value, bool):
+    raise ValueError(f"{SPARSE_AS_DENSE} must be True or False, got "
+                     f"{value!r}.")
+  return value
 
 
 def resolve_mode(scheduler_op: Optional[bool]) -> bool:
