@@ -83,3 +83,16 @@ def test_markdown_names_settings_and_targets():
   assert "ddp@2 (best baseline)" in text
   assert "1 MiB: 200.0 ms" in text
   assert "vs best baseline at K=2" in text and "`bench --x`" in text
+
+
+def test_block_estimate_and_its_report():
+  # Compute-bound: 2 steps of 0.1 s compute hide all but one 0.04 s
+  # all-reduce; comm-bound alike with the roles swapped.
+  assert results.block_estimate(0.1, 0.04, 2) == pytest.approx(0.12)
+  assert results.block_estimate(0.04, 0.1, 4) == pytest.approx(0.11)
+  out = {"compute_s": 0.1, "comm_s": 0.04, "schedulers": {
+      "pace@2": {"unroll": 2, "median_s": 0.126},
+      "tf_default@1": {"unroll": 1, "median_s": 0.2}}}
+  report = results.block_estimate_report(out, 2)
+  assert report.splitlines() == ["estimate 120.0 ms at K=2",
+                                 "pace@2 126.0 ms = 1.050 of the estimate"]

@@ -41,6 +41,34 @@ def lower_bound(compute_s: float, comm_s: float) -> float:
   return max(compute_s, comm_s)
 
 
+def block_estimate(compute_s: float, comm_s: float, unroll: int) -> float:
+  """About the least step time of blocks of `unroll` steps.
+
+  A block is one function call: its first step's compute (little is ready
+  to send yet) and its last step's communication (nothing left to compute)
+  overlap nothing, so a step takes about max + min / unroll of compute and
+  communication. Not a strict bound: the first gradients are ready before
+  the backward pass ends.
+  """
+  return max(compute_s, comm_s) + min(compute_s, comm_s) / unroll
+
+
+def block_estimate_report(results: Mapping[str, Any], unroll: int) -> str:
+  """`block_estimate` of a results.json and each row at `unroll` against it.
+
+  Returns:
+    Lines "estimate X ms" and "NAME@K Y ms = R of the estimate".
+  """
+  estimate = block_estimate(results["compute_s"], results["comm_s"], unroll)
+  lines = [f"estimate {estimate * 1e3:.1f} ms at K={unroll}"]
+  for name, row in sorted(results["schedulers"].items(),
+                          key=lambda item: item[1]["median_s"]):
+    if row["unroll"] == unroll:
+      lines.append(f"{name} {row['median_s'] * 1e3:.1f} ms = "
+                   f"{row['median_s'] / estimate:.3f} of the estimate")
+  return "\n".join(lines)
+
+
 def best_baseline(medians: Mapping[str, float],
                   unroll: Optional[int] = None) -> Optional[str]:
   """The fastest baseline row (at `unroll` if given), or None if none ran."""
