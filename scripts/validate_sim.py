@@ -147,6 +147,8 @@ def define_flags() -> None:
                      "kernel's network processing preempts the compute).")
   flags.DEFINE_string("block_overhead_ms", "traces", "'traces' "
                       "(leave-one-out) or milliseconds.")
+  flags.DEFINE_string("block_startup_ms", "traces", "'traces' "
+                      "(leave-one-out, per K) or milliseconds.")
   flags.DEFINE_string("forward_share", "traces", "'traces' (leave-one-out), "
                       "'flops' (the FLOPs model's), or a number in (0, 1).")
   flags.DEFINE_enum("reference", "median", ["median", "fastest"],
@@ -637,9 +639,8 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
   """Medians over the traces of every row but `exclude` (a trace name).
 
   Returns:
-    {"head_s": time to a block's first ready gradient, from rows with more
-    than one collective per step (with one, the first gradient is the
-    last), "tail_s": a block's last collective to its end, "small_s":
+    {"heads": {trace: its blocks' times to their first ready gradient},
+    "tail_s": a block's last collective to its end, "small_s":
     durations of small collectives while the backward pass computed,
     "interval_s": the time between the ends of two small collectives in
     flight together after the backward pass (the part of a collective's
@@ -647,8 +648,8 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
     used, "tails": {trace: its blocks' tails}}; a value is None without
     samples.
   """
-  heads, tails, small, interval, used = [], [], [], [], []
-  by_trace = {}
+  tails, small, interval, used = [], [], [], []
+  by_trace, heads = {}, {}
   for name, trace in sorted(traces.items()):
     if name == exclude:
       continue
@@ -658,15 +659,105 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
     used.append(name)
     by_trace[name] = [b["tail_s"] for b in blocks]
     tails += by_trace[name]
-    heads += [b["head_s"] for b in blocks if b["collectives"] > 1]
+    heads[name] = [b["head_s"] for b in blocks]
     for b in blocks:
       small += b["small_s"]
       interval += b["interval_s"]
   med = lambda v: statistics.median(v) if v else None
-  return {"head_s": med(heads), "tail_s": med(tails), "small_s": med(small),
+  return {"heads": heads, "tail_s": med(tails), "small_s": med(small),
           "small_samples": len(small), "interval_s": med(interval),
           "interval_samples": len(interval), "rows": used,
           "tails": by_trace}
+
+
+def first_ready_fraction(dag, plan, workers: Optional[int]
+                         ) -> Optional[float]:
+  """Where in the backward pass a step's first collective becomes ready.
+
+  A trace's block head (block start to the first ready gradient) is the
+  start-up, the forward pass and this fraction of the backward pass: the
+  time until every tensor of the earliest-ready collective is produced.
+  The same at any forward share (`_with_forward_share` scales each pass
+  as a whole).
+
+  Args:
+    dag: the training DAG.
+    plan: the row's plan over it.
+    workers: as `ExecutionModel.workers`: the sparse pieces, which the
+      runtime leaves out of the plan, are not waited for.
+
+  Returns:
+    The fraction in [0, 1], or None if the plan issues no collective.
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  ex = execution.execute(dag, plan_lib.CostModel(alpha=0.0, beta=0.0), plan,
+                         execution.ExecutionModel(unroll=1))
+  end = ex.op_end[0]
+  sparse = set()
+  if workers is not None:
+    sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
+  readies = []
+  for c in plan.collectives:
+    tensors = {p.tensor for p in c.pieces} - sparse
+    if tensors:
+      readies.append(max(end[dag.tensors[t].producer] for t in tensors))
+  if not readies:
+    return None
+  forward_end = max(end[o.name] for o in dag.ops if o.phase == "forward")
+  backward_end = max(end[o.name] for o in dag.ops if o.phase == "backward")
+  return (min(readies) - forward_end) / (backward_end - forward_end)
+
+
+def fit_block_head(samples: Sequence[Tuple[int, float, float]],
+                   compute_s: float, share: Optional[float] = None,
+                   default_share: Optional[float] = None
+                   ) -> Tuple[Optional[float], Dict[int, float]]:
+  """The forward share of compute and each K's block start-up, from heads.
+
+  A block's head (its start to its first ready gradient) is modelled as
+  `startup[K] + compute_s * (share + (1 - share) * f)`, f the fraction of
+  the backward pass before the first collective is ready
+  (`first_ready_fraction`). Rows that reduce everything in one collective
+  (f = 1) measure the start-up alone; rows whose first collective holds
+  only the last layers' gradients (f near 0) measure the forward share.
+  Fitted by least absolute deviations (robust to a disturbed trace): the
+  start-ups are the median residuals of their K, the share the grid value
+  in [0.05, 0.95] that minimises the summed |residual|.
+
+  Args:
+    samples: (K, f, head seconds) per trace (its blocks' median head).
+    compute_s: the measured compute of one step.
+    share: a given forward share (not fitted), or None.
+    default_share: the share when the samples cannot tell it (their f
+      differ by less than 0.25) and none is given.
+
+  Returns:
+    (share, {K: start-up seconds, >= 0}); share is None only if it was
+    neither identifiable, given nor defaulted (then the start-ups are 0).
+  """
+  ks = sorted({k for k, _, _ in samples})
+
+  def startups(s):
+    return {k: statistics.median(h - compute_s * (s + (1 - s) * f)
+                                 for kk, f, h in samples if kk == k)
+            for k in ks}
+
+  if share is None and samples:
+    fractions = [f for _, f, _ in samples]
+    if max(fractions) - min(fractions) >= 0.25:
+      def deviation(s):
+        u = startups(s)
+        return sum(abs(h - u[k] - compute_s * (s + (1 - s) * f))
+                   for k, f, h in samples)
+      share = min((i / 100 for i in range(5, 96)), key=deviation)
+  if share is None:
+    share = default_share
+  if share is None or not samples:
+    return share, {}
+  return share, {k: max(0.0, u) for k, u in startups(share).items()}
 
 
 def _setting(value: str, name: str) -> Optional[float]:
@@ -768,6 +859,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              cpu_cost: str = "auto", comm_cpu_share: str = "traces",
              bytes_cpu_share: float = 1.0,
              block_overhead_ms: str = "traces",
+             block_startup_ms: str = "traces",
              forward_share: str = "traces",
              reference: str = "median") -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
@@ -780,6 +872,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     comm_cpu_share: "traces" or a number in (0, 1].
     bytes_cpu_share: in (0, 1]; see `ExecutionModel.bytes_cpu_share`.
     block_overhead_ms: "traces" or milliseconds.
+    block_startup_ms: "traces" or milliseconds.
     forward_share: "traces", "flops" or a number in (0, 1).
     reference: "median" (results.json's medians) or "fastest" (every
       row's fastest repeat, and the fastest compute-alone and
@@ -806,6 +899,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "not a scripts/bench.py results directory")
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
   overhead_given = _setting(block_overhead_ms, "block_overhead_ms")
+  startup_given = _setting(block_startup_ms, "block_startup_ms")
   forward_given = (None if forward_share in ("traces", "flops") else
                    _setting(forward_share, "forward_share"))
   details = _read_json(os.path.join(results_dir, "details.json")) or {}
@@ -865,6 +959,18 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # collective.
   base_dag_sparse = any(t.sparse is not None for t in base_dag.tensors)
   stand_in_plans = False
+  # Where each other row's first collective becomes ready, for the fit of
+  # the forward share and the block start-up to the traces' block heads.
+  first_ready = {}
+  for trace, other in row_of_trace.items():
+    other_args = (settings.get(other) or {}).get("args") or ()
+    other_plan, _ = _row_plan(plans_dir, other, split_name(other)[0],
+                              other_args, base_dag, cost, setup["workers"])
+    first_ready[trace] = first_ready_fraction(
+        base_dag, other_plan,
+        None if _sparse_as_dense(other_args) else setup["workers"])
+  compute_total = base_dag.forward_length() + base_dag.backward_end()
+  flops_share = base_dag.forward_length() / compute_total
   rows = {}
   for name, row in results["schedulers"].items():
     scheduler, unroll = split_name(name)
@@ -877,14 +983,20 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       entry["note"] = "not a planner scheduler"
       continue
     calib = calibrate(traces, exclude=trace_name(name))
+    heads = [(split_name(row_of_trace[t])[1], first_ready[t],
+              statistics.median(h)) for t, h in sorted(calib["heads"].items())
+             if h and first_ready.get(t) is not None]
+    # With a profile (or --forward_share=flops) the per-op times are kept
+    # and only the start-ups are fitted.
+    fixed_share = (flops_share if has_profile or forward_share == "flops"
+                   else forward_given)
+    share_f, startups = fit_block_head(heads, compute_total, fixed_share,
+                                       default_share=flops_share)
     dag = base_dag
-    share_f = None
-    if not has_profile and forward_share != "flops":
-      share_f = forward_given
-      if share_f is None and calib["head_s"] is not None:
-        share_f = min(0.95, calib["head_s"] / results["compute_s"])
-      if share_f is not None:
-        dag = _with_forward_share(base_dag, share_f)
+    if fixed_share is None:
+      dag = _with_forward_share(base_dag, share_f)
+    startup = (startups.get(unroll, 0.0) if startup_given is None else
+               startup_given * 1e-3)
     args = (settings.get(name) or {}).get("args") or ()
     plan, plan_source = _row_plan(plans_dir, name, scheduler, args, dag, cost,
                                   setup["workers"])
@@ -945,7 +1057,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       sparse_tail = statistics.median(model_tails)
       overhead = max(0.0, statistics.median(residuals))
     overhead = overhead or 0.0
-    model = dataclasses.replace(model, block_overhead=overhead)
+    model = dataclasses.replace(model, block_overhead=overhead,
+                                block_startup=startup)
     predicted = execution.execute(dag, row_cost, plan, model).step_time
     entry.update(
         predicted_s=predicted, error=(predicted - measured) / measured,
@@ -956,13 +1069,15 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         model=model.describe(),
         calibration={"forward_share": share_f, "comm_cpu_share": share,
                      "block_overhead_s": overhead,
+                     "block_startup_s": startup,
                      "trace_tail_s": calib["tail_s"],
                      "sparse_tail_s": sparse_tail,
                      "from_traces": calib["rows"],
                      "small_collective_s": calib["small_s"],
                      "alpha_s": row_cost.alpha,
                      "cpu_fixed_s": None if row_cpu is None else row_cpu.alpha,
-                     "head_s": calib["head_s"]})
+                     "heads": [{"unroll": k, "first_ready_fraction": f,
+                                "head_s": h} for k, f, h in heads]})
     runs = row.get("step_s") or []
     if len(runs) > 1 and min(runs) > 0:
       spread = (max(runs) - min(runs)) / min(runs)
@@ -996,6 +1111,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                               "comm_cpu_share": comm_cpu_share,
                               "bytes_cpu_share": bytes_cpu_share,
                               "block_overhead_ms": block_overhead_ms,
+                              "block_startup_ms": block_startup_ms,
                               "forward_share": forward_share,
                               "reference": reference},
                  "measured_compute_s": results["compute_s"],
@@ -1114,6 +1230,7 @@ def main(argv: Sequence[str]) -> None:
                       comm_cpu_share=FLAGS.comm_cpu_share,
                       bytes_cpu_share=FLAGS.bytes_cpu_share,
                       block_overhead_ms=FLAGS.block_overhead_ms,
+                      block_startup_ms=FLAGS.block_startup_ms,
                       forward_share=FLAGS.forward_share)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None

@@ -114,8 +114,13 @@ class ExecutionModel:
       network processing, which preempts user threads, unlike a
       collective's fixed work, which waits for the compute thread.
     block_overhead: seconds added once per block (needs `unroll`): what
-      follows the barrier before the next block's first op (the function's
-      return, the training loop, the next call's dispatch).
+      follows the barrier (the function's return, the training loop's
+      callbacks).
+    block_startup: seconds before a block's first op (needs `unroll`): the
+      training loop taking the block's K batches from the distributed
+      iterator, eagerly, and dispatching the function. The core computes
+      nothing and the link is idle; everything after it shifts by this
+      much.
     workers: None: every tensor is reduced as the plan says (the planner's
       model; the DAG's sparse marks are ignored). n >= 1: the DAG's sparse
       tensors are all-gathered over n workers after each step's dense
@@ -142,6 +147,7 @@ class ExecutionModel:
   comm_cpu_share: float = 1.0
   bytes_cpu_share: Optional[float] = None
   block_overhead: float = 0.0
+  block_startup: float = 0.0
   workers: Optional[int] = None
   link_burst: float = 0.0
   fixed_cpu_fifo: bool = False
@@ -163,12 +169,13 @@ class ExecutionModel:
     if self.bytes_cpu_share is not None and not 0 < self.bytes_cpu_share <= 1:
       raise ValueError(f"bytes_cpu_share={self.bytes_cpu_share!r} must be "
                        "None or in (0, 1].")
-    if not (math.isfinite(self.block_overhead) and self.block_overhead >= 0):
-      raise ValueError(f"block_overhead={self.block_overhead!r} must be "
-                       "finite and >= 0.")
-    if self.block_overhead and self.unroll is None:
-      raise ValueError("block_overhead needs unroll: the steady-state "
-                       "iteration has no block.")
+    for name in ("block_overhead", "block_startup"):
+      value = getattr(self, name)
+      if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name}={value!r} must be finite and >= 0.")
+      if value and self.unroll is None:
+        raise ValueError(f"{name} needs unroll: the steady-state "
+                         "iteration has no block.")
     if self.workers is not None and (
         isinstance(self.workers, bool) or not isinstance(self.workers, int)
         or self.workers < 1):
@@ -203,6 +210,9 @@ class ExecutionModel:
       if self.fixed_cpu_fifo:
         parts.append("fixed CPU work one collective at a time on an idle "
                      "core")
+    if self.block_startup:
+      parts.append(f"{self.block_startup * 1e3:.3f} ms per block before "
+                   "its first op")
     if self.block_overhead:
       parts.append(f"{self.block_overhead * 1e3:.3f} ms per block after "
                    "the barrier")
@@ -222,11 +232,12 @@ class Execution:
   Attributes:
     step_time: seconds per training step: block_time / K, or, with
       `unroll=None`, the steady-state iteration time.
-    block_time: seconds from the block's start to its last event, plus the
-      model's block overhead.
+    block_time: seconds from the block's start to its last event (its
+      start-up included), plus the model's block overhead.
     steps: steps simulated (K; 2 half-steps for the steady state: the
       backward pass of one, the forward pass of the next).
-    op_start: per step, op name -> start time (ops of the block only).
+    op_start: per step, op name -> start time (ops of the block only;
+      times count from the block's start, before its start-up).
     op_end: per step, op name -> end time.
     collective_launch: per step, the release time of each collective of
       the plan that is issued, in plan order (empty lists for a step
@@ -415,7 +426,7 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
   # The link's token bucket, in seconds of traffic at the rate: full, the
   # link having been idle through the forward pass.
   tokens = model.link_burst
-  t = 0.0
+  t = model.block_startup
   cpu_seconds = 0.0
   ready_ops = [key for key, w in waiting.items() if w == 0]
 
