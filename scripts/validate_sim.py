@@ -122,6 +122,9 @@ CPU_BOUND_BITS_PER_S = 1e9
 # Collectives this small move almost no bytes: their duration while the
 # backward pass computes is their fixed cost under contention.
 SMALL_COLLECTIVE_BYTES = 64 << 10
+# Candidate seconds per tensor of the update work that follows a block's
+# last collective (0 to 1 ms, in 10 us steps).
+UPDATE_SLOPES_S = [i * 1e-5 for i in range(101)]
 
 FLAGS = flags.FLAGS
 
@@ -630,13 +633,13 @@ def _blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
-        "collectives": len(first)})
+        "block_s": (end - start) * 1e-6})
   return out
 
 
-def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
+def calibrate(traces: Dict[str, Dict[str, Any]], exclude: Sequence[str]
               ) -> Dict[str, Any]:
-  """Medians over the traces of every row but `exclude` (a trace name).
+  """Medians over the traces of every row but those named in `exclude`.
 
   Returns:
     {"heads": {trace: its blocks' times to their first ready gradient},
@@ -651,7 +654,7 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: str
   tails, small, interval, used = [], [], [], []
   by_trace, heads = {}, {}
   for name, trace in sorted(traces.items()):
-    if name == exclude:
+    if name in exclude:
       continue
     blocks = _blocks(trace)
     if not blocks:
@@ -711,6 +714,56 @@ def first_ready_fraction(dag, plan, workers: Optional[int]
   return (min(readies) - forward_end) / (backward_end - forward_end)
 
 
+def lad_fit(samples: Sequence[Tuple[Any, float, float]],
+            slopes: Sequence[float]) -> Tuple[float, Dict[Any, float]]:
+  """Least absolute deviations of y = intercept[group] + slope * x.
+
+  Robust to a few disturbed samples, where least squares is not: each
+  group's intercept is its median residual, the slope the candidate that
+  minimises the summed |residual|.
+
+  Args:
+    samples: (group, x, y) triples, at least one.
+    slopes: the candidate slopes.
+
+  Returns:
+    (slope, {group: intercept}).
+  """
+  groups = sorted({g for g, _, _ in samples})
+
+  def intercepts(a):
+    return {g: statistics.median(y - a * x for gg, x, y in samples
+                                 if gg == g) for g in groups}
+
+  def deviation(a):
+    o = intercepts(a)
+    return sum(abs(y - o[g] - a * x) for g, x, y in samples)
+
+  slope = min(slopes, key=deviation)
+  return slope, intercepts(slope)
+
+
+def last_collective_tensors(dag, plan, workers: Optional[int]) -> int:
+  """Tensors in the last collective the runtime issues for `plan`.
+
+  Args:
+    dag: the training DAG.
+    plan: a plan over it.
+    workers: as `ExecutionModel.workers`: sparse pieces are not issued.
+
+  Returns:
+    The count; 0 if the plan issues nothing.
+  """
+  sparse = set()
+  if workers is not None:
+    sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
+  for c in reversed(plan.collectives):
+    tensors = {p.tensor for p in c.pieces} - sparse
+    if tensors:
+      return len(tensors)
+  return 0
+
+
 def fit_block_head(samples: Sequence[Tuple[int, float, float]],
                    compute_s: float, share: Optional[float] = None,
                    default_share: Optional[float] = None
@@ -723,9 +776,7 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   (`first_ready_fraction`). Rows that reduce everything in one collective
   (f = 1) measure the start-up alone; rows whose first collective holds
   only the last layers' gradients (f near 0) measure the forward share.
-  Fitted by least absolute deviations (robust to a disturbed trace): the
-  start-ups are the median residuals of their K, the share the grid value
-  in [0.05, 0.95] that minimises the summed |residual|.
+  Fitted by least absolute deviations (`lad_fit`, share in [0.05, 0.95]).
 
   Args:
     samples: (K, f, head seconds) per trace (its blocks' median head).
@@ -736,28 +787,21 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
 
   Returns:
     (share, {K: start-up seconds, >= 0}); share is None only if it was
-    neither identifiable, given nor defaulted (then the start-ups are 0).
+    neither identifiable, given nor defaulted (then no start-ups).
   """
-  ks = sorted({k for k, _, _ in samples})
-
-  def startups(s):
-    return {k: statistics.median(h - compute_s * (s + (1 - s) * f)
-                                 for kk, f, h in samples if kk == k)
-            for k in ks}
-
-  if share is None and samples:
-    fractions = [f for _, f, _ in samples]
-    if max(fractions) - min(fractions) >= 0.25:
-      def deviation(s):
-        u = startups(s)
-        return sum(abs(h - u[k] - compute_s * (s + (1 - s) * f))
-                   for k, f, h in samples)
-      share = min((i / 100 for i in range(5, 96)), key=deviation)
-  if share is None:
+  if not samples:
+    return (default_share if share is None else share), {}
+  fractions = [f for _, f, _ in samples]
+  if share is None and max(fractions) - min(fractions) < 0.25:
     share = default_share
-  if share is None or not samples:
-    return share, {}
-  return share, {k: max(0.0, u) for k, u in startups(share).items()}
+  if share is None:
+    slopes = [i / 100 for i in range(5, 96)]
+  else:
+    slopes = [share]
+  # head - C f = startup[K] + share * C (1 - f)
+  share, startups = lad_fit([(k, compute_s * (1 - f), h - compute_s * f)
+                             for k, f, h in samples], slopes)
+  return share, {k: max(0.0, u) for k, u in startups.items()}
 
 
 def _setting(value: str, name: str) -> Optional[float]:
@@ -961,14 +1005,29 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   stand_in_plans = False
   # Where each other row's first collective becomes ready, for the fit of
   # the forward share and the block start-up to the traces' block heads.
-  first_ready = {}
+  # And how many tensors its last collective updates: their updates (the
+  # fused buffer's unpacking, the optimizer) follow that collective.
+  first_ready, last_tensors = {}, {}
   for trace, other in row_of_trace.items():
     other_args = (settings.get(other) or {}).get("args") or ()
     other_plan, _ = _row_plan(plans_dir, other, split_name(other)[0],
                               other_args, base_dag, cost, setup["workers"])
-    first_ready[trace] = first_ready_fraction(
-        base_dag, other_plan,
-        None if _sparse_as_dense(other_args) else setup["workers"])
+    workers = None if _sparse_as_dense(other_args) else setup["workers"]
+    first_ready[trace] = first_ready_fraction(base_dag, other_plan, workers)
+    last_tensors[trace] = last_collective_tensors(base_dag, other_plan,
+                                                  workers)
+  # A trace is of the row's last run. If that run was more than the target
+  # slower than the row's fastest repeat, something else slowed it (the
+  # machine is shared): its measurements would carry that into the other
+  # rows' predictions.
+  disturbed = set()
+  for trace, other in row_of_trace.items():
+    blocks = _blocks(traces.get(trace) or {})
+    fastest = min(results["schedulers"][other].get("step_s") or
+                  [results["schedulers"][other]["median_s"]])
+    if blocks and (statistics.median(b["block_s"] for b in blocks) /
+                   split_name(other)[1] > (1 + TARGET_ABS_ERROR) * fastest):
+      disturbed.add(trace)
   compute_total = base_dag.forward_length() + base_dag.backward_end()
   flops_share = base_dag.forward_length() / compute_total
   rows = {}
@@ -982,7 +1041,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     if scheduler not in plan_lib.SCHEDULERS:
       entry["note"] = "not a planner scheduler"
       continue
-    calib = calibrate(traces, exclude=trace_name(name))
+    calib = calibrate(traces, exclude={trace_name(name)} | disturbed)
     heads = [(split_name(row_of_trace[t])[1], first_ready[t],
               statistics.median(h)) for t, h in sorted(calib["heads"].items())
              if h and first_ready.get(t) is not None]
@@ -1053,9 +1112,14 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
               workers=(None if _sparse_as_dense(other_args) else
                        setup["workers"])))
         model_tails.append(tail)
-        residuals += [t - tail for t in tails]
+        residuals += [(split_name(other)[1] if other else None,
+                       last_tensors.get(other_trace, 0), t - tail)
+                      for t in tails]
       sparse_tail = statistics.median(model_tails)
-      overhead = max(0.0, statistics.median(residuals))
+      per_tensor, fixed = lad_fit(residuals, UPDATE_SLOPES_S)
+      overhead = max(0.0, fixed.get(unroll, statistics.median(
+          fixed.values())) + per_tensor * last_collective_tensors(
+              dag, plan, model.workers))
     overhead = overhead or 0.0
     model = dataclasses.replace(model, block_overhead=overhead,
                                 block_startup=startup)
@@ -1102,6 +1166,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                              "indices_nbytes": t.sparse.indices_nbytes}
                             for t in base_dag.tensors
                             if t.sparse is not None],
+                 "disturbed_traces": sorted(disturbed),
                  "compute": compute_source, "compute_scale": scale,
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),
