@@ -185,10 +185,29 @@ def test_block_overhead_is_added_once_per_block():
   assert ex.block_time == 27 and ex.step_time == 13.5
 
 
+def test_block_startup_shifts_the_whole_block():
+  model = ExecutionModel(unroll=2, cpu=CostModel(0.5, 0.1),
+                         link_burst=1.0, block_overhead=3.0)
+  base = execute(_DAG, _COST, _FIFO, model)
+  late = execute(_DAG, _COST, _FIFO,
+                 dataclasses.replace(model, block_startup=2.5))
+  assert late.block_time == pytest.approx(base.block_time + 2.5)
+  assert late.step_time == pytest.approx(base.step_time + 1.25)
+  for step in range(2):
+    for op, start in base.op_start[step].items():
+      assert late.op_start[step][op] == pytest.approx(start + 2.5)
+    assert late.collective_end[step] == pytest.approx(
+        [e + 2.5 for e in base.collective_end[step]])
+  assert late.cpu_seconds == pytest.approx(base.cpu_seconds)
+
+
 @pytest.mark.parametrize("kwargs", [
     {"unroll": 0}, {"unroll": 1.5}, {"max_collectives": 0},
     {"max_bytes": 0}, {"cpu": (1e-3, 1e-9)}, {"block_overhead": -1.0},
     {"block_overhead": 1.0},  # needs unroll: the steady state has no block
+    {"unroll": 1, "block_startup": -1.0},
+    {"block_startup": 1.0},  # needs unroll
+    {"unroll": 1, "block_startup": math.inf},
     {"workers": 0}, {"workers": 1.5}, {"workers": True},
 ])
 def test_bad_models_are_rejected(kwargs):
@@ -199,9 +218,10 @@ def test_bad_models_are_rejected(kwargs):
 def test_describe_names_every_setting():
   text = ExecutionModel(unroll=2, max_collectives=2, max_bytes=1 << 20,
                         cpu=CostModel(1.8e-3, 4e-9),
-                        block_overhead=5e-3).describe()
+                        block_overhead=5e-3, block_startup=7e-3).describe()
   for part in ("K=2", "2 collective(s) in flight", "1048576 B",
-               "1.800 ms", "4.000 ns/B", "5.000 ms"):
+               "1.800 ms", "4.000 ns/B", "5.000 ms", "7.000 ms per block "
+               "before its first op"):
     assert part in text
   assert "no compute time" in ExecutionModel().describe()
 

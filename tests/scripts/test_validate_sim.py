@@ -225,6 +225,7 @@ def test_blocks_measure_head_tail_and_small_collectives():
   assert block["tail_s"] == pytest.approx(0.005)
   assert block["small_s"] == pytest.approx([0.010])
   assert block["interval_s"] == pytest.approx([0.0015])
+  assert block["block_s"] == pytest.approx(0.100)
   # A trace without the runtime's records gives nothing, not an error.
   assert validate_sim._blocks({"traceEvents": colls}) == []
 
@@ -244,10 +245,11 @@ def test_calibration_leaves_the_row_out(tmp_path):
   traces = {"pace_k1.worker-0.json": trace(20, 4),
             "ddp_k1.worker-0.json": trace(30, 6),
             "horovod_k1.worker-0.json": trace(40, 8)}
-  calib = validate_sim.calibrate(traces, exclude="ddp_k1.worker-0.json")
+  calib = validate_sim.calibrate(traces, exclude={"ddp_k1.worker-0.json"})
   assert calib["rows"] == ["horovod_k1.worker-0.json",
                            "pace_k1.worker-0.json"]
-  assert calib["head_s"] == pytest.approx(0.030)  # median of 20 and 40
+  assert calib["heads"] == {"horovod_k1.worker-0.json": [pytest.approx(0.04)],
+                            "pace_k1.worker-0.json": [pytest.approx(0.02)]}
   assert calib["tail_s"] == pytest.approx(0.006)  # median of 4 and 8
   assert calib["small_s"] is None and calib["interval_s"] is None
   assert validate_sim.trace_name("pace@2") == "pace_k2.worker-0.json"
@@ -386,8 +388,8 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
   from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
   os.makedirs(tmp_path / "traces")
   os.makedirs(tmp_path / "plans")
-  results = {"schedulers": {"tf_default@1": _row(0.05),
-                            "horovod@1": _row(0.05)},
+  results = {"schedulers": {"tf_default@1": _row(0.10),
+                            "horovod@1": _row(0.10)},
              "compute_s": 0.012, "comm_s": 0.02, "lower_bound_s": 0.02,
              "command": "scripts/bench.py --model=transformer_tiny "
                         "--workers=2 --batch_size=8 --bandwidth=200mbit",
@@ -447,12 +449,14 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
   # The prediction is the execution model's, the all-gathers included.
   model = execution.ExecutionModel(unroll=1, max_collectives=2, workers=2,
                                    block_overhead=calib["block_overhead_s"],
+                                   block_startup=calib["block_startup_s"],
                                    link_burst=4e-3)
   plan, _ = validate_sim._recorded_plan(str(tmp_path / "plans"),
                                         "horovod@1", dag)
   assert plan.collectives[-1].tensors == (0,)
   ex = execution.execute(
-      validate_sim._scaled(dag, report["inputs"]["compute_scale"]),
+      validate_sim._with_forward_share(validate_sim._scaled(
+          dag, report["inputs"]["compute_scale"]), calib["forward_share"]),
       plan_lib.CostModel(1e-3, 4e-8), plan, model)
   assert len(ex.exchange_end[0]) == 3
   assert row["predicted_s"] == pytest.approx(ex.step_time)
@@ -619,3 +623,110 @@ def test_sparse_as_dense_rows_reduce_the_embedding_as_planned(tmp_path):
   plan = validate_sim.runtime_plan(dag, "pace", 2, {})
   assert pace["collectives"] == len(plan.collectives)
   assert pace["collectives"] == validate_sim._dense_collectives(dag, plan) + 1
+
+
+def test_lad_fit_ignores_an_outlier():
+  validate_sim = scripts.load_script("validate_sim")
+  # y = 2 + 0.5 x in group "a", 7 + 0.5 x in group "b"; one sample of "a"
+  # disturbed by +30. Least squares would tilt the slope; LAD does not.
+  samples = [("a", x, 2 + 0.5 * x) for x in (0, 2, 4, 6)]
+  samples += [("b", x, 7 + 0.5 * x) for x in (1, 3, 5)]
+  samples.append(("a", 8, 2 + 0.5 * 8 + 30))
+  slope, intercepts = validate_sim.lad_fit(samples, [i / 10 for i in range(11)])
+  assert slope == pytest.approx(0.5)
+  assert intercepts == {"a": pytest.approx(2), "b": pytest.approx(7)}
+
+
+def test_fit_block_head_recovers_share_and_start_ups():
+  validate_sim = scripts.load_script("validate_sim")
+  compute = 0.040
+  share, startup = 0.45, {1: 0.001, 2: 0.006}
+
+  def head(k, f):
+    return startup[k] + compute * (share + (1 - share) * f)
+
+  samples = [(k, f, head(k, f)) for k in (1, 2) for f in (0.0, 0.05, 0.8, 1.0)]
+  fitted, startups = validate_sim.fit_block_head(samples, compute)
+  assert fitted == pytest.approx(share)
+  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
+  # A given share is kept; the start-ups are fitted to it (and never < 0).
+  fitted, startups = validate_sim.fit_block_head(samples, compute, share=0.3)
+  # head - C (0.3 + 0.7 f) - startup = C (0.15 - 0.15 f): median 0.08625 C.
+  assert fitted == 0.3
+  assert startups == {1: pytest.approx(0.001 + 0.08625 * compute),
+                      2: pytest.approx(0.006 + 0.08625 * compute)}
+  _, startups = validate_sim.fit_block_head(samples, compute, share=0.9)
+  assert startups == {1: 0.0, 2: 0.0}  # never below 0
+  # Fractions that cannot tell the share apart from the start-up: default.
+  same_f = [(1, 1.0, head(1, 1.0)), (2, 1.0, head(2, 1.0))]
+  fitted, startups = validate_sim.fit_block_head(same_f, compute,
+                                                 default_share=0.3)
+  assert fitted == 0.3
+  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
+  assert validate_sim.fit_block_head([], compute, default_share=0.3) == (
+      0.3, {})
+
+
+def test_first_ready_fraction_and_last_collective_tensors():
+  validate_sim = scripts.load_script("validate_sim")
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  # Backward: b2 (1 s, t2) then b1 (1 s, t1) then b0 (2 s, t0).
+  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
+  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
+  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
+                                             (2, 0, 4)]])
+  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
+                                             [(0, 0, 8)]])
+  # In priority order the first collective is not the first ready one.
+  first_last = plan_lib.plan_from_groups(tensors, [[(0, 0, 8)], [(1, 0, 4)],
+                                                   [(2, 0, 4)]])
+  assert validate_sim.first_ready_fraction(dag, one, None) == 1.0
+  assert validate_sim.first_ready_fraction(dag, each, None) == 0.25
+  assert validate_sim.first_ready_fraction(dag, first_last, None) == 0.25
+  assert validate_sim.last_collective_tensors(dag, one, None) == 3
+  assert validate_sim.last_collective_tensors(dag, each, None) == 1
+  # A sparse tensor is left out of the runtime's collectives.
+  # A sparse tensor (t2, the first ready) is left out of the runtime's
+  # collectives: with workers the first dense one is t1, ready at 2 s.
+  sparse = plan_lib.TrainingDAG(dag.ops, dag.edges, list(dag.tensors[:2]) + [
+      dataclasses.replace(dag.tensors[2],
+                          sparse=plan_lib.SparseGradient(4, 4))])
+  assert validate_sim.first_ready_fraction(sparse, each, None) == 0.25
+  assert validate_sim.first_ready_fraction(sparse, each, 2) == 0.5
+  assert validate_sim.last_collective_tensors(sparse, one, 2) == 2
+  # A collective of sparse pieces only is not issued at all.
+  sparse_last = plan_lib.plan_from_groups(tensors, [[(1, 0, 4), (0, 0, 8)],
+                                                    [(2, 0, 4)]])
+  assert validate_sim.last_collective_tensors(sparse, sparse_last, 2) == 2
+  assert validate_sim.last_collective_tensors(sparse, sparse_last, None) == 1
+  assert validate_sim.first_ready_fraction(sparse, sparse_last, 2) == 1.0
+
+
+def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
+  # Two rows whose traced blocks last 100 ms, one step each: horovod@1's
+  # fastest repeat took 100 ms (its trace is of a run like it), ddp@1's
+  # 80 ms (its traced run was 25% slower: disturbed, left out).
+  validate_sim = scripts.load_script("validate_sim")
+  os.makedirs(tmp_path / "traces")
+  results = {"schedulers": {"horovod@1": dict(_row(0.10), step_s=[0.1, 0.1]),
+                            "ddp@1": dict(_row(0.09), step_s=[0.08, 0.1])},
+             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
+             "command": "scripts/bench.py --model=vgg_small --workers=2 "
+                        "--batch_size=8 --bandwidth=200mbit",
+             "machine": "made up"}
+  _write_bench_files(tmp_path, results, {})
+  ms = 1000.0
+  for name, tail_ms in (("horovod_k1", 5), ("ddp_k1", 15)):
+    trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
+                   [_collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms,
+                                (50 - tail_ms) * ms)])
+    (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(trace))
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  assert report["inputs"]["disturbed_traces"] == ["ddp_k1.worker-0.json"]
+  # horovod@1 has no undisturbed trace to learn from; ddp@1 learns from
+  # horovod's (its tail of 5 ms is the overhead: no sparse gradients).
+  assert report["rows"]["horovod@1"]["calibration"]["from_traces"] == []
+  ddp = report["rows"]["ddp@1"]["calibration"]
+  assert ddp["from_traces"] == ["horovod_k1.worker-0.json"]
+  assert ddp["block_overhead_s"] == pytest.approx(0.005)
