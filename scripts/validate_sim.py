@@ -70,21 +70,28 @@ the row being predicted:
     part below is measured as exactly that);
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
-    per-block overhead after the barrier (--block_overhead_ms) and the
-    forward share of compute (--forward_share): measured, leave-one-out,
-    from the Chrome traces of the directory's OTHER rows (never the
-    predicted row's own). The CPU part is the median time between the
-    ends of two small collectives (<= 64 KiB) in flight together after
-    the backward pass (what does not overlap); the share is that CPU part
-    over the median duration of the small collectives that ran while the
-    backward pass computed (less the latency alpha - CPU part); the
-    overhead is the median, over the other rows' blocks, of the time from
-    a block's last traced collective to its end less what the row's
-    execution model (this row's settings, that row's plan, K and credit)
-    puts there (`model_tail`: the sparse all-gathers, which follow the
-    last dense collective and are not traced; how long they take depends
-    on the row's bucket; 0 without sparse gradients); the forward share
-    is the median time to a block's first ready gradient over compute_s.
+    per-block overhead after the barrier (--block_overhead_ms), the
+    block's start-up (--block_startup_ms) and the forward share of
+    compute (--forward_share): measured, leave-one-out, from the Chrome
+    traces of the directory's OTHER rows (never the predicted row's own),
+    and never from a trace whose run was more than 10% slower than its
+    row's fastest repeat (a disturbed run: the machine is shared). The
+    CPU part is the median time between the ends of two small
+    collectives (<= 64 KiB) in flight together after the backward pass
+    (what does not overlap); the share is that CPU part over the median
+    duration of the small collectives that ran while the backward pass
+    computed (less the latency alpha - CPU part); the overhead is fitted
+    to the other rows' block tails (a block's last traced collective to
+    its end, less what the row's execution model puts there: `model_tail`,
+    the sparse all-gathers, which follow the last dense collective and
+    are not traced; 0 without sparse gradients) as a part per K plus a
+    part per tensor of the block's last collective (their updates follow
+    it: the fused buffer's unpacking, the optimizer), by least absolute
+    deviations (`lad_fit`); the start-up (per K) and the forward share
+    are fitted the same way to the other rows' block heads (a block's
+    start to its first ready gradient), knowing where in the backward
+    pass each row's first collective becomes ready (`fit_block_head`,
+    `first_ready_fraction`).
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
@@ -1092,7 +1099,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # measured tails less what this model puts after that row's last
     # planned collective (how long depends on the row: the bucket is empty
     # after one large collective, full after a chain of small ones).
-    sparse_tail = None
+    sparse_tail = per_tensor = None
     overhead = None if overhead_given is None else overhead_given * 1e-3
     if overhead is None and calib["tails"]:
       residuals, model_tails = [], []
@@ -1134,6 +1141,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         calibration={"forward_share": share_f, "comm_cpu_share": share,
                      "block_overhead_s": overhead,
                      "block_startup_s": startup,
+                     "overhead_per_tensor_s": per_tensor,
                      "trace_tail_s": calib["tail_s"],
                      "sparse_tail_s": sparse_tail,
                      "from_traces": calib["rows"],
@@ -1241,14 +1249,20 @@ def format_table(report: Dict[str, Any]) -> str:
       "raised to it where the fit is below), the core share of a "
       "collective while compute runs (share), the per-block overhead "
       "(ovh: a block's end less its last traced collective's end, less "
-      "the modelled sparse all-gathers that follow that collective). "
-      "colls: the plan's collectives the runtime issues.",
+      "the modelled sparse all-gathers that follow that collective; a part "
+      "per K and one per tensor of the row's last collective) and the "
+      "block's start-up before its first op (su, per K). colls: the "
+      "plan's collectives the runtime issues.",
+      "- Traces of disturbed runs (more than 10% slower than their row's "
+      "fastest repeat), used for no calibration: " +
+      (", ".join(inputs["disturbed_traces"]) or "none") + ".",
       "",
       f"Measured: each row's {inputs['settings']['reference']} repeat.",
       "",
       "| row | measured ms | predicted ms | error | planner model ms | "
-      "colls | plan | fwd | cpu / alpha ms | share | ovh ms | note |",
-      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+      "colls | plan | fwd | cpu / alpha ms | share | ovh ms | su ms | "
+      "note |",
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
   ]
   for name, r in report["rows"].items():
     err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
@@ -1263,7 +1277,8 @@ def format_table(report: Dict[str, Any]) -> str:
         f"{r.get('collectives', '-')} | {r.get('plan', '-')} | {fwd} | "
         f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
         f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
-        f"{share} | {_ms(c.get('block_overhead_s'))} | {r.get('note', '')} |")
+        f"{share} | {_ms(c.get('block_overhead_s'))} | "
+        f"{_ms(c.get('block_startup_s'))} | {r.get('note', '')} |")
   worst = report["max_abs_error"]
   if worst is not None:
     verdict = "meets" if worst <= report["target"] else "misses"
