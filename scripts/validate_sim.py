@@ -189,6 +189,12 @@ def trace_name(row: str) -> str:
   return f"{scheduler}_k{unroll}.worker-0.json"
 
 
+def trace_unroll(trace: str) -> int:
+  """K of a trace file named as `trace_name` makes them (1 if unnamed)."""
+  match = re.search(r"_k(\d+)\.worker-\d+\.json$", trace)
+  return int(match.group(1)) if match else 1
+
+
 def _worker0_traces(results_dir: str) -> Dict[str, Dict[str, Any]]:
   out = {}
   for path in sorted(glob.glob(os.path.join(results_dir, "traces",
@@ -1049,7 +1055,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       entry["note"] = "not a planner scheduler"
       continue
     calib = calibrate(traces, exclude={trace_name(name)} | disturbed)
-    heads = [(split_name(row_of_trace[t])[1], first_ready[t],
+    heads = [(trace_unroll(t), first_ready[t],
               statistics.median(h)) for t, h in sorted(calib["heads"].items())
              if h and first_ready.get(t) is not None]
     # With a profile (or --forward_share=flops) the per-op times are kept
@@ -1119,7 +1125,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
               workers=(None if _sparse_as_dense(other_args) else
                        setup["workers"])))
         model_tails.append(tail)
-        residuals += [(split_name(other)[1] if other else None,
+        residuals += [(trace_unroll(other_trace),
                        last_tensors.get(other_trace, 0), t - tail)
                       for t in tails]
       sparse_tail = statistics.median(model_tails)

@@ -253,6 +253,9 @@ def test_calibration_leaves_the_row_out(tmp_path):
   assert calib["tail_s"] == pytest.approx(0.006)  # median of 4 and 8
   assert calib["small_s"] is None and calib["interval_s"] is None
   assert validate_sim.trace_name("pace@2") == "pace_k2.worker-0.json"
+  assert validate_sim.trace_unroll("pace_k2.worker-0.json") == 2
+  assert validate_sim.trace_unroll("tf_packed_k16.worker-1.json") == 16
+  assert validate_sim.trace_unroll("other.json") == 1
 
 
 def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small", workers=2):
