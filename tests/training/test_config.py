@@ -117,7 +117,7 @@ def test_stock_mirrored_takes_no_scheduler_flag(kwargs, flag):
 
 def test_stock_mirrored_takes_devices():
   config = _check(strategy="stock_mirrored", devices=("/cpu:0",))
-  assert not config.distributed
+  assert not config.preemptive
 
 
 @pytest.mark.parametrize("kwargs,flag", [

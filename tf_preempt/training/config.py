@@ -134,7 +134,7 @@ class TrainConfig:
     return self.scheduler or DEFAULT_SCHEDULER
 
   @property
-  def distributed(self) -> bool:
+  def preemptive(self) -> bool:
     """Whether tf_preempt schedules this run's gradient all-reduce."""
     return self.strategy in PREEMPTIVE_STRATEGIES
 
@@ -262,7 +262,7 @@ class TrainConfig:
                                                            "stock_mirrored"):
       raise ValueError(f"--devices applies to --strategy=mirrored or "
                        f"stock_mirrored only, not {self.strategy!r}")
-    if not self.distributed:
+    if not self.preemptive:
       why = (f"--strategy={self.strategy} (" +
              ("no all-reduce" if self.strategy == "one_device" else
               "stock TensorFlow reduces, nothing is scheduled") + ")")

@@ -386,7 +386,7 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       "model": config.model,
       "data": config.data,
       "strategy": config.strategy,
-      "scheduler": (config.effective_scheduler if config.distributed
+      "scheduler": (config.effective_scheduler if config.preemptive
                     else None),
       "unroll": config.unroll,
       "workers": workers,
