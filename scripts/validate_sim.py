@@ -496,10 +496,26 @@ def _recorded_plan(plans_dir: str, name: str, dag):
   return None, f"recorded for other tensors ({error})"
 
 
+def issued_tensors(dag, plan, workers: Optional[int]) -> List[set]:
+  """The tensors of each collective of `plan` the runtime issues, in order.
+
+  Args:
+    dag: the training DAG.
+    plan: a plan over it.
+    workers: as `ExecutionModel.workers`: with workers the DAG's sparse
+      tensors are all-gathered instead, their pieces dropped from the
+      plan (a collective left empty is not issued); None keeps them.
+  """
+  sparse = set()
+  if workers is not None:
+    sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
+  issued = [{p.tensor for p in c.pieces} - sparse for c in plan.collectives]
+  return [tensors for tensors in issued if tensors]
+
+
 def _dense_collectives(dag, plan) -> int:
   """Collectives of `plan` the runtime issues: those with a dense piece."""
-  return sum(1 for c in plan.collectives
-             if any(dag.tensors[p.tensor].sparse is None for p in c.pieces))
+  return len(issued_tensors(dag, plan, workers=1))
 
 
 def _given(args: Sequence[str]) -> Dict[str, str]:
@@ -650,9 +666,13 @@ def _blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
   return out
 
 
-def calibrate(traces: Dict[str, Dict[str, Any]], exclude: Sequence[str]
-              ) -> Dict[str, Any]:
+def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
+              exclude: Sequence[str]) -> Dict[str, Any]:
   """Medians over the traces of every row but those named in `exclude`.
+
+  Args:
+    blocks_of: {trace name: its `_blocks`}.
+    exclude: trace names to leave out.
 
   Returns:
     {"heads": {trace: its blocks' times to their first ready gradient},
@@ -664,15 +684,11 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: Sequence[str]
     used, "tails": {trace: its blocks' tails}}; a value is None without
     samples.
   """
-  tails, small, interval, used = [], [], [], []
+  tails, small, interval = [], [], []
   by_trace, heads = {}, {}
-  for name, trace in sorted(traces.items()):
-    if name in exclude:
+  for name, blocks in sorted(blocks_of.items()):
+    if name in exclude or not blocks:
       continue
-    blocks = _blocks(trace)
-    if not blocks:
-      continue
-    used.append(name)
     by_trace[name] = [b["tail_s"] for b in blocks]
     tails += by_trace[name]
     heads[name] = [b["head_s"] for b in blocks]
@@ -682,7 +698,7 @@ def calibrate(traces: Dict[str, Dict[str, Any]], exclude: Sequence[str]
   med = lambda v: statistics.median(v) if v else None
   return {"heads": heads, "tail_s": med(tails), "small_s": med(small),
           "small_samples": len(small), "interval_s": med(interval),
-          "interval_samples": len(interval), "rows": used,
+          "interval_samples": len(interval), "rows": list(by_trace),
           "tails": by_trace}
 
 
@@ -699,32 +715,17 @@ def first_ready_fraction(dag, plan, workers: Optional[int]
   Args:
     dag: the training DAG.
     plan: the row's plan over it.
-    workers: as `ExecutionModel.workers`: the sparse pieces, which the
-      runtime leaves out of the plan, are not waited for.
+    workers: as in `issued_tensors`.
 
   Returns:
     The fraction in [0, 1], or None if the plan issues no collective.
   """
-  # pylint: disable=g-import-not-at-top
-  from tf_preempt import plan as plan_lib
-  from tf_preempt.plan import execution
-  # pylint: enable=g-import-not-at-top
-  ex = execution.execute(dag, plan_lib.CostModel(alpha=0.0, beta=0.0), plan,
-                         execution.ExecutionModel(unroll=1))
-  end = ex.op_end[0]
-  sparse = set()
-  if workers is not None:
-    sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
-  readies = []
-  for c in plan.collectives:
-    tensors = {p.tensor for p in c.pieces} - sparse
-    if tensors:
-      readies.append(max(end[dag.tensors[t].producer] for t in tensors))
+  ready = dag.ready_times()
+  readies = [max(ready[t] for t in tensors)
+             for tensors in issued_tensors(dag, plan, workers)]
   if not readies:
     return None
-  forward_end = max(end[o.name] for o in dag.ops if o.phase == "forward")
-  backward_end = max(end[o.name] for o in dag.ops if o.phase == "backward")
-  return (min(readies) - forward_end) / (backward_end - forward_end)
+  return float(min(readies) / dag.backward_end())
 
 
 def lad_fit(samples: Sequence[Tuple[Any, float, float]],
@@ -732,8 +733,8 @@ def lad_fit(samples: Sequence[Tuple[Any, float, float]],
   """Least absolute deviations of y = intercept[group] + slope * x.
 
   Robust to a few disturbed samples, where least squares is not: each
-  group's intercept is its median residual, the slope the candidate that
-  minimises the summed |residual|.
+  group's intercept is its median residual, the slope the first candidate
+  that minimises the summed |residual|.
 
   Args:
     samples: (group, x, y) triples, at least one.
@@ -752,29 +753,20 @@ def lad_fit(samples: Sequence[Tuple[Any, float, float]],
     o = intercepts(a)
     return sum(abs(y - o[g] - a * x) for g, x, y in samples)
 
-  slope = min(slopes, key=deviation)
+  # The sum is piecewise linear in the slope and often flat over a range:
+  # take the first of the candidates within round-off of the least, so
+  # that the choice does not hang on the last bits of the samples.
+  deviations = [deviation(a) for a in slopes]
+  least = min(deviations)
+  slope = next(a for a, d in zip(slopes, deviations) if d <= least + 1e-12)
   return slope, intercepts(slope)
 
 
 def last_collective_tensors(dag, plan, workers: Optional[int]) -> int:
-  """Tensors in the last collective the runtime issues for `plan`.
-
-  Args:
-    dag: the training DAG.
-    plan: a plan over it.
-    workers: as `ExecutionModel.workers`: sparse pieces are not issued.
-
-  Returns:
-    The count; 0 if the plan issues nothing.
-  """
-  sparse = set()
-  if workers is not None:
-    sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
-  for c in reversed(plan.collectives):
-    tensors = {p.tensor for p in c.pieces} - sparse
-    if tensors:
-      return len(tensors)
-  return 0
+  """Tensors in the last collective the runtime issues for `plan` (0 if
+  none); `workers` as in `issued_tensors`."""
+  issued = issued_tensors(dag, plan, workers)
+  return len(issued[-1]) if issued else 0
 
 
 def fit_block_head(samples: Sequence[Tuple[int, float, float]],
@@ -1016,26 +1008,27 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # collective.
   base_dag_sparse = any(t.sparse is not None for t in base_dag.tensors)
   stand_in_plans = False
-  # Where each other row's first collective becomes ready, for the fit of
-  # the forward share and the block start-up to the traces' block heads.
-  # And how many tensors its last collective updates: their updates (the
-  # fused buffer's unpacking, the optimizer) follow that collective.
-  first_ready, last_tensors = {}, {}
+  blocks_of = {name: _blocks(trace) for name, trace in traces.items()}
+  # Per traced row: the plan it ran (its plan depends on the tensor sizes
+  # only, not on the per-op times), its args and `workers`; where its first
+  # collective becomes ready, for the fit of the forward share and the
+  # block start-up to the traces' block heads; how many tensors its last
+  # collective updates (their updates, the fused buffer's unpacking and
+  # the optimizer, follow that collective). A trace is of the row's last
+  # run: if that run was more than the target slower than the row's
+  # fastest repeat, something else slowed it (the machine is shared) and
+  # its measurements would carry that into the other rows' predictions.
+  ran, first_ready, last_tensors, disturbed = {}, {}, {}, set()
   for trace, other in row_of_trace.items():
     other_args = (settings.get(other) or {}).get("args") or ()
     other_plan, _ = _row_plan(plans_dir, other, split_name(other)[0],
                               other_args, base_dag, cost, setup["workers"])
     workers = None if _sparse_as_dense(other_args) else setup["workers"]
+    ran[trace] = (other_plan, other_args, workers)
     first_ready[trace] = first_ready_fraction(base_dag, other_plan, workers)
     last_tensors[trace] = last_collective_tensors(base_dag, other_plan,
                                                   workers)
-  # A trace is of the row's last run. If that run was more than the target
-  # slower than the row's fastest repeat, something else slowed it (the
-  # machine is shared): its measurements would carry that into the other
-  # rows' predictions.
-  disturbed = set()
-  for trace, other in row_of_trace.items():
-    blocks = _blocks(traces.get(trace) or {})
+    blocks = blocks_of.get(trace)
     fastest = min(results["schedulers"][other].get("step_s") or
                   [results["schedulers"][other]["median_s"]])
     if blocks and (statistics.median(b["block_s"] for b in blocks) /
@@ -1054,7 +1047,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     if scheduler not in plan_lib.SCHEDULERS:
       entry["note"] = "not a planner scheduler"
       continue
-    calib = calibrate(traces, exclude={trace_name(name)} | disturbed)
+    calib = calibrate(blocks_of, exclude={trace_name(name)} | disturbed)
     heads = [(trace_unroll(t), first_ready[t],
               statistics.median(h)) for t, h in sorted(calib["heads"].items())
              if h and first_ready.get(t) is not None]
@@ -1116,14 +1109,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
           tail = execution.exchange_tail(dag, row_cost, dataclasses.replace(
               model, workers=setup["workers"]))
         elif base_dag_sparse:
-          other_args = (settings.get(other) or {}).get("args") or ()
-          other_plan, _ = _row_plan(plans_dir, other, split_name(other)[0],
-                                    other_args, dag, cost, setup["workers"])
+          other_plan, other_args, workers = ran[other_trace]
           tail = model_tail(dag, row_cost, other_plan, dataclasses.replace(
               model, unroll=split_name(other)[1],
-              **_credit(_given(other_args)),
-              workers=(None if _sparse_as_dense(other_args) else
-                       setup["workers"])))
+              **_credit(_given(other_args)), workers=workers))
         model_tails.append(tail)
         residuals += [(trace_unroll(other_trace),
                        last_tensors.get(other_trace, 0), t - tail)
@@ -1155,7 +1144,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "alpha_s": row_cost.alpha,
                      "cpu_fixed_s": None if row_cpu is None else row_cpu.alpha,
                      "heads": [{"unroll": k, "first_ready_fraction": f,
-                                "head_s": h} for k, f, h in heads]})
+                                "head_s": h} for k, f, h in heads],
+                     "tail_s_by_trace": {
+                         t: statistics.median(v)
+                         for t, v in sorted(calib["tails"].items())}})
     runs = row.get("step_s") or []
     if len(runs) > 1 and min(runs) > 0:
       spread = (max(runs) - min(runs)) / min(runs)

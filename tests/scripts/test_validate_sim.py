@@ -245,7 +245,9 @@ def test_calibration_leaves_the_row_out(tmp_path):
   traces = {"pace_k1.worker-0.json": trace(20, 4),
             "ddp_k1.worker-0.json": trace(30, 6),
             "horovod_k1.worker-0.json": trace(40, 8)}
-  calib = validate_sim.calibrate(traces, exclude={"ddp_k1.worker-0.json"})
+  calib = validate_sim.calibrate(
+      {name: validate_sim._blocks(trace) for name, trace in traces.items()},
+      exclude={"ddp_k1.worker-0.json"})
   assert calib["rows"] == ["horovod_k1.worker-0.json",
                            "pace_k1.worker-0.json"]
   assert calib["heads"] == {"horovod_k1.worker-0.json": [pytest.approx(0.04)],
