@@ -6,7 +6,6 @@ from absl import logging
 import tensorflow as tf
 
 from tf_preempt.plan.plan import Plan
-from tf_preempt.runtime import cross_device_ops
 from tf_preempt.runtime import failure_detection
 from tf_preempt.runtime import tf_internals
 from tf_preempt.strategies import _install
@@ -104,8 +103,6 @@ def _configure_heartbeat(cluster_resolver, communication_options) -> None:
   """Sets the heartbeat so that a dead peer is named before a collective
   times out (see `tf_preempt.runtime.failure_detection`)."""
   timeout_s = getattr(communication_options, "timeout_seconds", None)
-  if timeout_s is None:
-    timeout_s = cross_device_ops.DEFAULT_TIMEOUT_SECONDS
   heartbeat_s = failure_detection.heartbeat_timeout_s(timeout_s)
   if tf_internals.configure_coordination_service(
       cluster_resolver, heartbeat_timeout_ms=round(heartbeat_s * 1e3)):
@@ -113,7 +110,8 @@ def _configure_heartbeat(cluster_resolver, communication_options) -> None:
   configured_ms = tf_internals.configured_heartbeat_timeout_ms()
   configured_s = (failure_detection.DEFAULT_HEARTBEAT_TIMEOUT_S
                   if not configured_ms else configured_ms / 1e3)
-  if configured_ms is not None and configured_s > heartbeat_s:
+  # Without a collective timeout nothing can fire before the heartbeat.
+  if timeout_s and configured_ms is not None and configured_s > heartbeat_s:
     logging.warning(
         "The coordination service of this process was configured before "
         "the strategy, with a %.1f s heartbeat timeout; a collective "

@@ -4,9 +4,9 @@ Each run starts a cluster of a tiny model training in a loop; one worker
 SIGKILLs itself at a random moment after its first step (from a thread, so
 anywhere in a step). Every survivor must fail -- never hang -- with an error
 that names the lost task, within 2x the collectives' timeout when one is
-set and within 60 s when none is (then the coordination service's heartbeat,
-which MultiWorkerMirroredStrategy turns on, or a closed socket gives the
-error long before the runtime's default collective timeout).
+set and within 60 s when none is (the default: then only the coordination
+service's heartbeat, which MultiWorkerMirroredStrategy turns on, or a closed
+socket gives the error).
 
 The launcher case runs `scripts/launch.py` over a worker program that dies
 by SIGKILL: it must exit non-zero, name the worker, and leave no process and
@@ -23,7 +23,6 @@ import time
 import numpy as np
 import pytest
 
-from tf_preempt.runtime import cross_device_ops
 from tf_preempt.runtime import failure_detection
 from tf_preempt.testing import cluster
 
@@ -79,10 +78,8 @@ def test_survivors_fail_fast_naming_the_dead_worker(run):
           f"failed_after={r.value['detect_s']:.2f}s "
           f"({r.value['error_type']}) run_wall={wall:.1f}s")
     assert r.value["detect_s"] is not None
-    assert r.value["heartbeat_ms"] == round(1e3 * (
-        failure_detection.heartbeat_timeout_s(
-            cross_device_ops.DEFAULT_TIMEOUT_SECONDS if timeout_s is None
-            else timeout_s))), r.value
+    assert r.value["heartbeat_ms"] == round(
+        1e3 * failure_detection.heartbeat_timeout_s(timeout_s)), r.value
     assert r.value["detect_s"] < limit, r.value
     # Also with a collective timeout shorter than TensorFlow's default
     # 10 s heartbeat: the strategy shortens the heartbeat, so the

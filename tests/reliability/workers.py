@@ -281,3 +281,55 @@ def soak(scheduler, steps, segments, seed):
   return {"weights": [v.numpy().tolist() for v in variables],
           "chunk_bytes": chunk_sizes, "collectives": collectives,
           "steps": len(times), "step_s": float(np.median(times))}
+
+
+def threads_over_steps(steps, timeout_seconds):
+  """Counts this process's threads while training `steps` steps.
+
+  A plan of many small collectives (chunks of 64 bytes, unfused) makes any
+  per-collective thread show up quickly.
+
+  Args:
+    steps: training steps after the first (traced) one.
+    timeout_seconds: the collectives' timeout, or None (the default).
+
+  Returns:
+    {"collectives": collectives per step (the plan's), "before": threads
+    after the first step, "after": threads after the last}.
+  """
+  tf = _setup_tf()
+  import keras  # pylint: disable=g-import-not-at-top
+  from tf_preempt.strategies import PreemptiveMultiWorkerMirroredStrategy  # pylint: disable=g-import-not-at-top
+  options = tf.distribute.experimental.CommunicationOptions(
+      timeout_seconds=timeout_seconds)
+  strategy = PreemptiveMultiWorkerMirroredStrategy(
+      communication_options=options, scheduler="pace",
+      scheduler_options={"chunk_bytes": 64, "fuse": False})
+  keras.utils.set_random_seed(1)
+  with strategy.scope():
+    model = _tiny_model(keras)
+    optimizer = keras.optimizers.SGD(0.01)
+    optimizer.build(model.trainable_variables)
+  x = tf.constant(np.ones((4, 6), np.float32))
+
+  @tf.function
+  def step():
+    def replica_fn():
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x) ** 2)
+      grads = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    strategy.run(replica_fn)
+
+  def threads():
+    return len(os.listdir("/proc/self/task"))
+
+  step()
+  before = threads()
+  for _ in range(steps):
+    step()
+  after = threads()
+  plans = [b.plan for b in strategy.cross_device_ops._bound.values()  # pylint: disable=protected-access
+           if b.plan is not None]
+  return {"collectives": max(p.num_collectives for p in plans),
+          "before": before, "after": after}

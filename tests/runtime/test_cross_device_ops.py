@@ -244,12 +244,18 @@ def _collectives_by_device(graph):
   return by_device
 
 
-@pytest.mark.parametrize("implementation", ["RING", "NCCL"])
-def test_graph_order_follows_plan(implementation):
-  """The traced CollectiveReduceV2 ops are chained in the plan's order."""
+@pytest.mark.parametrize("implementation,timeout_seconds",
+                         [("RING", None), ("NCCL", None), ("RING", 30.0)])
+def test_graph_order_follows_plan(implementation, timeout_seconds):
+  """The traced CollectiveReduceV2 ops are chained in the plan's order.
+
+  They carry the options' timeout, and none by default: TensorFlow keeps a
+  sleeping thread per launch of a collective with a timeout.
+  """
   devices = _devices(2)
   plan = plans.chunked_plan(SHAPES[:3], 8)
-  options = tf_internals.CommunicationOptions(implementation=implementation)
+  options = tf_internals.CommunicationOptions(implementation=implementation,
+                                              timeout_seconds=timeout_seconds)
   mine = PreemptiveAllReduce(devices, 2, options,
                              collectives.fresh_collective_keys(), plan=plan)
   per_replica = _per_replica(devices, _random_values(2, seed=1,
@@ -277,7 +283,7 @@ def test_graph_order_follows_plan(implementation):
     for op in ops_:
       assert op.get_attr("communication_hint") == implementation.lower(
       ).encode()
-      assert op.get_attr("timeout_seconds") > 0
+      assert op.get_attr("timeout_seconds") == (timeout_seconds or 0)
 
 
 def test_binding_mismatch_names_the_tensor():

@@ -32,9 +32,15 @@ and both record the per-collective timestamps that `telemetry` returns. The
 values pass through unchanged, so both modes give bit-identical results.
 The wiring lives in `scheduling`.
 
-Timeouts. Unless the options set one, every collective gets
-`DEFAULT_TIMEOUT_SECONDS`, so a dead peer surfaces as
-`tf.errors.DeadlineExceededError` instead of a hang.
+Timeouts. None unless the options set one, as in stock TensorFlow: a dead
+peer is named by a closed connection or by the coordination service's
+heartbeat (`tf_preempt.runtime.failure_detection`), with no collective
+timeout. `CommunicationOptions(timeout_seconds=T)` also bounds a peer that
+is alive but stuck, at a price: for every collective it launches,
+TensorFlow keeps a thread asleep for T seconds (`Env::SchedClosureAfter`
+spawns one), so a job issuing c collectives a second holds c * T threads,
+pays a thread start per collective on the worker's core, and at a few
+hundred collectives a second exhausts the PID space (docs/reliability.md).
 """
 
 import copy
@@ -54,11 +60,6 @@ from tf_preempt.runtime import tf_internals
 
 ReduceOp = tf_internals.ReduceOp
 CommunicationOptions = tf_internals.CommunicationOptions
-
-# Long enough for the slowest worker's first trace and compile on a loaded
-# machine, short enough that a dead peer does not block a job forever.
-DEFAULT_TIMEOUT_SECONDS = 120.0
-
 
 def _worker_of(device: str) -> int:
   spec = tf.DeviceSpec.from_string(device)
@@ -110,8 +111,8 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
       group_size: the number of replicas over all workers; defaults to
         `len(devices)` (one worker).
       options: default `tf.distribute.experimental.CommunicationOptions`;
-        per-call options override them. Without a timeout,
-        `DEFAULT_TIMEOUT_SECONDS` is used.
+        per-call options override them. No collective timeout unless they
+        set one (see the module doc for its cost).
       collective_keys: the strategy's key allocator, so that this object and
         the strategy's other collectives never collide; a new one if None.
       plan: an optional `Plan` for the gradient all-reduce.
@@ -152,9 +153,6 @@ class PreemptiveAllReduce(tf_internals.CollectiveAllReduce):
     use_op = scheduling.resolve_mode(scheduler_op)
     if options is None:
       options = CommunicationOptions()
-    if options.timeout_seconds is None:
-      options = options.merge(
-          CommunicationOptions(timeout_seconds=DEFAULT_TIMEOUT_SECONDS))
     if group_size is None:
       group_size = len(devices)
     super().__init__(devices, group_size, options,
