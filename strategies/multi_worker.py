@@ -42,10 +42,13 @@ class PreemptiveMultiWorkerMirroredStrategy(
         (`TFConfigClusterResolver` if None).
       communication_options: optional
         `tf.distribute.experimental.CommunicationOptions`, the default options
-        of every collective (implementation, timeout). The coordination
-        service's heartbeat timeout is set from the collective timeout
-        (a third of it, 1-10 s), so that a dead worker is reported by name
-        before a collective times out anonymously.
+        of every collective (implementation, timeout). No timeout by default
+        (TensorFlow keeps a thread asleep for the timeout per collective
+        launch; see `tf_preempt.runtime.cross_device_ops`): a dead worker is
+        named by the coordination service's heartbeat (10 s). With a
+        timeout the heartbeat is set from it (a third of it, 1-10 s), so
+        that a dead worker is still reported by name before a collective
+        times out anonymously.
       plan: an optional `tf_preempt.plan.Plan` for the gradient all-reduce;
         every worker must pass the same one.
       scheduler: the scheduler that plans all-reduces `plan` does not cover
