@@ -75,7 +75,9 @@ the row being predicted:
     compute (--forward_share): measured, leave-one-out, from the Chrome
     traces of the directory's OTHER rows (never the predicted row's own),
     and never from a trace whose run was more than 10% slower than its
-    row's fastest repeat (a disturbed run: the machine is shared). The
+    row's fastest repeat (a disturbed run: the machine is shared), except
+    the small-collective figures below when only disturbed traces have
+    them (the row's note says so). The
     CPU part is the median time between the ends of two small
     collectives (<= 64 KiB) in flight together after the backward pass
     (what does not overlap); the share is that CPU part over the median
@@ -666,6 +668,11 @@ def _blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
   return out
 
 
+# The calibration figures only traces with small collectives in flight
+# together carry (see `calibrate`).
+SMALL_COLLECTIVE_KEYS = ("small_s", "interval_s")
+
+
 def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
               exclude: Sequence[str]) -> Dict[str, Any]:
   """Medians over the traces of every row but those named in `exclude`.
@@ -1048,6 +1055,17 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       entry["note"] = "not a planner scheduler"
       continue
     calib = calibrate(blocks_of, exclude={trace_name(name)} | disturbed)
+    from_disturbed = []
+    if disturbed:
+      # Only some rows' traces measure the small collectives (many of them
+      # in flight): when every such trace is disturbed, a disturbed
+      # measurement beats no measurement (the CPU part would fall back to
+      # all of alpha and the share to 1).
+      noisy = calibrate(blocks_of, exclude={trace_name(name)})
+      for key in SMALL_COLLECTIVE_KEYS:
+        if calib[key] is None and noisy[key] is not None:
+          calib[key] = noisy[key]
+          from_disturbed.append(key)
     heads = [(trace_unroll(t), first_ready[t],
               statistics.median(h)) for t, h in sorted(calib["heads"].items())
              if h and first_ready.get(t) is not None]
@@ -1148,13 +1166,20 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "tail_s_by_trace": {
                          t: statistics.median(v)
                          for t, v in sorted(calib["tails"].items())}})
+    notes = []
+    if from_disturbed:
+      entry["calibration"]["from_disturbed_traces"] = from_disturbed
+      notes.append("small-collective figures from disturbed traces (no "
+                   "other trace has them)")
     runs = row.get("step_s") or []
     if len(runs) > 1 and min(runs) > 0:
       spread = (max(runs) - min(runs)) / min(runs)
       entry["repeat_spread"] = spread
       if spread > TARGET_ABS_ERROR:
-        entry["note"] = (f"repeats differ by {spread * 100:.0f}% "
-                         "(machine noise)")
+        notes.append(f"repeats differ by {spread * 100:.0f}% "
+                     "(machine noise)")
+    if notes:
+      entry["note"] = "; ".join(notes)
   if stand_in_plans:
     missing.append("plans/NAME@K.json: the plan each row ran "
                    "(Plan.to_json), with tensor names and sizes as in "

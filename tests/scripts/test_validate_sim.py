@@ -735,3 +735,42 @@ def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
   ddp = report["rows"]["ddp@1"]["calibration"]
   assert ddp["from_traces"] == ["horovod_k1.worker-0.json"]
   assert ddp["block_overhead_s"] == pytest.approx(0.005)
+
+
+def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
+  # ddp@1's traced run was disturbed (25% slower than its fastest repeat)
+  # and is the only trace with small collectives: horovod@1 takes the
+  # small-collective figures from it, and says so, but nothing else.
+  validate_sim = scripts.load_script("validate_sim")
+  os.makedirs(tmp_path / "traces")
+  results = {"schedulers": {"horovod@1": dict(_row(0.10), step_s=[0.1, 0.1]),
+                            "ddp@1": dict(_row(0.09), step_s=[0.08, 0.1])},
+             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
+             "command": "scripts/bench.py --model=vgg_small --workers=2 "
+                        "--batch_size=8 --bandwidth=200mbit",
+             "machine": "made up"}
+  _write_bench_files(tmp_path, results, {})
+  ms = 1000.0
+  blocks = [_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)]
+  with_small = [  # as in test_blocks_measure_head_tail_and_small_collectives
+      _collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
+      _collective(3, 1, 1024, 1031 * ms, 1031 * ms, 10 * ms),
+      _collective(3, 2, 512, 1060 * ms, 1080 * ms, 10 * ms),
+      _collective(3, 3, 512, 1060 * ms, 1081 * ms, 10.5 * ms),
+      _collective(3, 4, 4 << 20, 1060 * ms, 1091.5 * ms, 3.5 * ms)]
+  one_large = [_collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms, 45 * ms)]
+  for name, colls in (("horovod_k1", one_large), ("ddp_k1", with_small)):
+    (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(_trace(blocks, colls)))
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  assert report["inputs"]["disturbed_traces"] == ["ddp_k1.worker-0.json"]
+  horovod = report["rows"]["horovod@1"]
+  assert horovod["calibration"]["from_traces"] == []
+  assert horovod["calibration"]["small_collective_s"] == pytest.approx(0.010)
+  assert horovod["calibration"]["from_disturbed_traces"] == ["small_s",
+                                                             "interval_s"]
+  assert "disturbed traces" in horovod["note"]
+  # ddp@1 never learns from its own trace, disturbed or not.
+  ddp = report["rows"]["ddp@1"]
+  assert ddp["calibration"]["small_collective_s"] is None
+  assert "from_disturbed_traces" not in ddp["calibration"]
