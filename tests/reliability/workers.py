@@ -33,27 +33,17 @@ def _tiny_model(keras):
   ])
 
 
-def train_until_peer_dies(victim, kill_after_s, timeout_seconds, stamp_path,
-                          num_workers):
-  """Trains a tiny model until a step fails; `victim` SIGKILLs itself.
+def _tiny_training_in_chunks(timeout_seconds):
+  """The tiny model under the multi-worker strategy, one step at a time.
 
-  The victim starts a timer after its first (traced) step and kills itself
-  with SIGKILL `kill_after_s` later, from another thread, so the moment
-  falls anywhere inside a step: in the compute, in a collective, between
-  two. Just before, it writes the wall-clock time to `stamp_path` (the
-  workers share the machine's clock), so that each survivor can say how
-  long it took to notice.
+  The plan is pace's in chunks of 64 bytes, unfused: many small
+  collectives per step.
 
   Args:
-    victim: the task id that dies.
-    kill_after_s: seconds after the first step.
-    timeout_seconds: the collectives' timeout, or None for the default.
-    stamp_path: file for the victim's time of death.
-    num_workers: the cluster's size.
+    timeout_seconds: the collectives' timeout, or None (the default: none).
 
   Returns:
-    For a survivor: {"error_type", "error", "detect_s", "steps",
-    "heartbeat_ms"} (the coordination service's heartbeat timeout).
+    (strategy, step): `step()` trains one step and returns the loss.
   """
   tf = _setup_tf()
   import keras  # pylint: disable=g-import-not-at-top
@@ -63,7 +53,6 @@ def train_until_peer_dies(victim, kill_after_s, timeout_seconds, stamp_path,
   strategy = PreemptiveMultiWorkerMirroredStrategy(
       communication_options=options, scheduler="pace",
       scheduler_options={"chunk_bytes": 64, "fuse": False})
-  task = _task_id()
   keras.utils.set_random_seed(1)
   with strategy.scope():
     model = _tiny_model(keras)
@@ -81,6 +70,33 @@ def train_until_peer_dies(victim, kill_after_s, timeout_seconds, stamp_path,
       return loss
     return strategy.run(replica_fn)
 
+  return strategy, step
+
+
+def train_until_peer_dies(victim, kill_after_s, timeout_seconds, stamp_path,
+                          num_workers):
+  """Trains a tiny model until a step fails; `victim` SIGKILLs itself.
+
+  The victim starts a timer after its first (traced) step and kills itself
+  with SIGKILL `kill_after_s` later, from another thread, so the moment
+  falls anywhere inside a step: in the compute, in a collective, between
+  two. Just before, it writes the wall-clock time to `stamp_path` (the
+  workers share the machine's clock), so that each survivor can say how
+  long it took to notice.
+
+  Args:
+    victim: the task id that dies.
+    kill_after_s: seconds after the first step.
+    timeout_seconds: the collectives' timeout, or None (none, the default).
+    stamp_path: file for the victim's time of death.
+    num_workers: the cluster's size.
+
+  Returns:
+    For a survivor: {"error_type", "error", "detect_s", "steps",
+    "heartbeat_ms"} (the coordination service's heartbeat timeout).
+  """
+  _, step = _tiny_training_in_chunks(timeout_seconds)
+  task = _task_id()
   step()
   if task == victim:
     def die():
@@ -297,29 +313,7 @@ def threads_over_steps(steps, timeout_seconds):
     {"collectives": collectives per step (the plan's), "before": threads
     after the first step, "after": threads after the last}.
   """
-  tf = _setup_tf()
-  import keras  # pylint: disable=g-import-not-at-top
-  from tf_preempt.strategies import PreemptiveMultiWorkerMirroredStrategy  # pylint: disable=g-import-not-at-top
-  options = tf.distribute.experimental.CommunicationOptions(
-      timeout_seconds=timeout_seconds)
-  strategy = PreemptiveMultiWorkerMirroredStrategy(
-      communication_options=options, scheduler="pace",
-      scheduler_options={"chunk_bytes": 64, "fuse": False})
-  keras.utils.set_random_seed(1)
-  with strategy.scope():
-    model = _tiny_model(keras)
-    optimizer = keras.optimizers.SGD(0.01)
-    optimizer.build(model.trainable_variables)
-  x = tf.constant(np.ones((4, 6), np.float32))
-
-  @tf.function
-  def step():
-    def replica_fn():
-      with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(model(x) ** 2)
-      grads = tape.gradient(loss, model.trainable_variables)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    strategy.run(replica_fn)
+  strategy, step = _tiny_training_in_chunks(timeout_seconds)
 
   def threads():
     return len(os.listdir("/proc/self/task"))

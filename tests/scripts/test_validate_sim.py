@@ -707,19 +707,25 @@ def test_first_ready_fraction_and_last_collective_tensors():
   assert validate_sim.first_ready_fraction(sparse, sparse_last, 2) == 1.0
 
 
-def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
-  # Two rows whose traced blocks last 100 ms, one step each: horovod@1's
-  # fastest repeat took 100 ms (its trace is of a run like it), ddp@1's
-  # 80 ms (its traced run was 25% slower: disturbed, left out).
-  validate_sim = scripts.load_script("validate_sim")
-  os.makedirs(tmp_path / "traces")
+def _write_ddp_disturbed(path):
+  """Two rows whose traced blocks last 100 ms, one step each: horovod@1's
+  fastest repeat took 100 ms (its trace is of a run like it), ddp@1's 80 ms
+  (its traced run was 25% slower: disturbed). The traces are the caller's.
+  """
+  os.makedirs(path / "traces")
   results = {"schedulers": {"horovod@1": dict(_row(0.10), step_s=[0.1, 0.1]),
                             "ddp@1": dict(_row(0.09), step_s=[0.08, 0.1])},
              "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
              "command": "scripts/bench.py --model=vgg_small --workers=2 "
                         "--batch_size=8 --bandwidth=200mbit",
              "machine": "made up"}
-  _write_bench_files(tmp_path, results, {})
+  _write_bench_files(path, results, {})
+
+
+def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
+  # ddp@1's traced run was disturbed: its trace is left out.
+  validate_sim = scripts.load_script("validate_sim")
+  _write_ddp_disturbed(tmp_path)
   ms = 1000.0
   for name, tail_ms in (("horovod_k1", 5), ("ddp_k1", 15)):
     trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
@@ -742,14 +748,7 @@ def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
   # and is the only trace with small collectives: horovod@1 takes the
   # small-collective figures from it, and says so, but nothing else.
   validate_sim = scripts.load_script("validate_sim")
-  os.makedirs(tmp_path / "traces")
-  results = {"schedulers": {"horovod@1": dict(_row(0.10), step_s=[0.1, 0.1]),
-                            "ddp@1": dict(_row(0.09), step_s=[0.08, 0.1])},
-             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
-             "command": "scripts/bench.py --model=vgg_small --workers=2 "
-                        "--batch_size=8 --bandwidth=200mbit",
-             "machine": "made up"}
-  _write_bench_files(tmp_path, results, {})
+  _write_ddp_disturbed(tmp_path)
   ms = 1000.0
   blocks = [_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)]
   with_small = [  # as in test_blocks_measure_head_tail_and_small_collectives
