@@ -37,10 +37,11 @@ peer is named by a closed connection or by the coordination service's
 heartbeat (`tf_preempt.runtime.failure_detection`), with no collective
 timeout. `CommunicationOptions(timeout_seconds=T)` also bounds a peer that
 is alive but stuck, at a price: for every collective it launches,
-TensorFlow keeps a thread asleep for T seconds (`Env::SchedClosureAfter`
-spawns one), so a job issuing c collectives a second holds c * T threads,
-pays a thread start per collective on the worker's core, and at a few
-hundred collectives a second exhausts the PID space (docs/reliability.md).
+TensorFlow keeps threads asleep for T seconds (`Env::SchedClosureAfter`
+starts them; two per launch measured), so a job issuing c collectives a
+second holds about 2 c T threads, pays the thread starts on the worker's
+core, and at a few hundred collectives a second exhausts the PID space
+(docs/reliability.md, tests/reliability/test_thread_count.py).
 """
 
 import copy
@@ -60,6 +61,7 @@ from tf_preempt.runtime import tf_internals
 
 ReduceOp = tf_internals.ReduceOp
 CommunicationOptions = tf_internals.CommunicationOptions
+
 
 def _worker_of(device: str) -> int:
   spec = tf.DeviceSpec.from_string(device)
