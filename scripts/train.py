@@ -66,6 +66,11 @@ def define_flags() -> None:
   flags.DEFINE_string("implementation", d.implementation,
                       "|".join(config_lib.IMPLEMENTATIONS) +
                       ": collective implementation.")
+  flags.DEFINE_float("collective_timeout_s", None,
+                     "Fail a collective after this many seconds (also "
+                     "bounds a live but stuck peer; costs two sleeping "
+                     "threads per collective launch). Default: none, as "
+                     "stock; dead peers are named by the heartbeat.")
   flags.DEFINE_string("plan", None, "Plan JSON file for the gradients.")
   flags.DEFINE_integer("profile_steps", d.profile_steps,
                        "Steps to profile before re-planning (0: off).")

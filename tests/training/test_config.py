@@ -47,6 +47,11 @@ def test_defaults_are_valid():
     ("unroll", 0),
     ("unroll", True),
     ("implementation", "mpi"),
+    ("collective_timeout_s", 0),
+    ("collective_timeout_s", -1.0),
+    ("collective_timeout_s", float("inf")),
+    ("collective_timeout_s", "60"),
+    ("collective_timeout_s", True),
     ("plan", "/no/such/plan.json"),
     ("plan", ""),
     ("profile_steps", -1),
@@ -92,6 +97,7 @@ def test_timeline_must_not_be_a_directory(tmp_path):
     (dict(chunk_bytes=1024), "--chunk_bytes"),
     (dict(credit_bytes=1024), "--credit_bytes"),
     (dict(implementation="ring"), "--implementation"),
+    (dict(collective_timeout_s=60.0), "--collective_timeout_s"),
     (dict(scheduler_op="on"), "--scheduler_op"),
     (dict(data_dir="/tmp"), "--data_dir"),
     (dict(steps=4, profile_steps=2), "--profile_steps"),
@@ -151,6 +157,7 @@ def test_valid_distributed_combinations():
          credit_bytes=1 << 22, unroll=4, steps=8)
   _check(strategy="multi_worker", scheduler="bytescheduler",
          implementation="ring", mixed_precision="mixed_bfloat16")
+  _check(strategy="multi_worker", collective_timeout_s=60)
 
 
 @pytest.mark.parametrize("tf_config,message", [

@@ -136,3 +136,14 @@ def test_timed_blocks_and_timeline_path():
   assert runner.timeline_path("/t/trace.json", 1, 0) == "/t/trace.json"
   assert runner.timeline_path("/t/trace.json", 2, 1) == (
       "/t/trace.worker-1.json")
+
+
+def test_collective_timeout_only_when_asked(logical_cpus):
+  devices = tuple(logical_cpus[:2])
+  default = runner.make_strategy(TrainConfig(strategy="mirrored",
+                                             devices=devices))
+  timed = runner.make_strategy(TrainConfig(
+      strategy="mirrored", devices=devices, collective_timeout_s=30.0))
+  # None: TensorFlow starts no sleeping thread per collective launch.
+  assert default.cross_device_ops._options.timeout_seconds is None  # pylint: disable=protected-access
+  assert timed.cross_device_ops._options.timeout_seconds == 30.0  # pylint: disable=protected-access

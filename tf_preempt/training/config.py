@@ -11,6 +11,7 @@ Pure Python: nothing here imports TensorFlow or Keras.
 """
 
 import dataclasses
+import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -67,6 +68,12 @@ class TrainConfig:
     unroll: steps traced into one flat graph (`tf_preempt.keras.unroll_steps`)
       so that step k+1's forward pass overlaps step k's all-reduce.
     implementation: collective implementation: "auto", "ring" or "nccl".
+    collective_timeout_s: seconds after which a collective fails with
+      `DeadlineExceededError`, also bounding a peer that is alive but
+      stuck; None (the default): no timeout, as stock (dead peers are still
+      named by the heartbeat). TensorFlow keeps two sleeping threads per
+      collective launch for this long, so a long timeout with many
+      collectives a second piles up threads.
     plan: path of a plan JSON file (`Plan.to_json`) for the gradients.
     profile_steps: steps to profile before re-planning (0: off).
     timeline: path of a Chrome trace JSON file to write at the end.
@@ -97,6 +104,7 @@ class TrainConfig:
   scheduler_op: str = "auto"
   unroll: int = 1
   implementation: str = "auto"
+  collective_timeout_s: Optional[float] = None
   plan: Optional[str] = None
   profile_steps: int = 0
   timeline: Optional[str] = None
@@ -207,6 +215,12 @@ class TrainConfig:
     _one_of("scheduler_op", self.scheduler_op, SCHEDULER_OP_MODES)
     _positive_int("unroll", self.unroll)
     _one_of("implementation", self.implementation, IMPLEMENTATIONS)
+    if self.collective_timeout_s is not None and (
+        isinstance(self.collective_timeout_s, bool) or
+        not isinstance(self.collective_timeout_s, (int, float)) or
+        not 0 < self.collective_timeout_s < math.inf):
+      raise ValueError(f"--collective_timeout_s must be a positive number of "
+                       f"seconds, got {self.collective_timeout_s!r}")
     if self.plan is not None:
       if not isinstance(self.plan, str) or not self.plan:
         raise ValueError(f"--plan must be a file path, got {self.plan!r}")
@@ -277,6 +291,8 @@ class TrainConfig:
         raise ValueError(f"--sparse_as_dense has no effect with {why}")
       if self.implementation != "auto":
         raise ValueError(f"--implementation has no effect with {why}")
+      if self.collective_timeout_s is not None:
+        raise ValueError(f"--collective_timeout_s has no effect with {why}")
       if self.scheduler_op != "auto":
         raise ValueError(f"--scheduler_op has no effect with {why}")
     scheduler = self.effective_scheduler

@@ -96,6 +96,8 @@ def make_strategy(config: config_lib.TrainConfig):
                      "none (use auto or ring)")
   scheduler = config.effective_scheduler
   comm = {"implementation": implementation}
+  if config.collective_timeout_s is not None:
+    comm["timeout_seconds"] = float(config.collective_timeout_s)
   options: Dict[str, Any] = {}
   if config.bytes_per_pack is not None:
     if scheduler == "tf_default":
