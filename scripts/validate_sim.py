@@ -111,7 +111,7 @@ import os
 import re
 import statistics
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -674,12 +674,18 @@ SMALL_COLLECTIVE_KEYS = ("small_s", "interval_s")
 
 
 def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
-              exclude: Sequence[str]) -> Dict[str, Any]:
+              exclude: Sequence[str], disturbed: Sequence[str] = ()
+              ) -> Dict[str, Any]:
   """Medians over the traces of every row but those named in `exclude`.
 
   Args:
     blocks_of: {trace name: its `_blocks`}.
     exclude: trace names to leave out.
+    disturbed: trace names to leave out too, except for the small-
+      collective figures (`SMALL_COLLECTIVE_KEYS`) when no other trace has
+      them: only some rows' traces measure them (many small collectives in
+      flight), and a disturbed measurement beats none (the CPU part would
+      fall back to all of alpha and the share to 1).
 
   Returns:
     {"heads": {trace: its blocks' times to their first ready gradient},
@@ -688,9 +694,24 @@ def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
     "interval_s": the time between the ends of two small collectives in
     flight together after the backward pass (the part of a collective's
     fixed cost that does not overlap: its CPU work), "rows": the traces
-    used, "tails": {trace: its blocks' tails}}; a value is None without
-    samples.
+    used, "tails": {trace: its blocks' tails}, "from_disturbed": the
+    small-collective keys taken from disturbed traces}; a value is None
+    without samples.
   """
+  calib = _medians(blocks_of, set(exclude) | set(disturbed))
+  calib["from_disturbed"] = []
+  if disturbed and any(calib[k] is None for k in SMALL_COLLECTIVE_KEYS):
+    noisy = _medians(blocks_of, exclude)
+    for key in SMALL_COLLECTIVE_KEYS:
+      if calib[key] is None and noisy[key] is not None:
+        calib[key] = noisy[key]
+        calib["from_disturbed"].append(key)
+  return calib
+
+
+def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
+             exclude: Collection[str]) -> Dict[str, Any]:
+  """`calibrate`'s figures over the traces not in `exclude`."""
   tails, small, interval = [], [], []
   by_trace, heads = {}, {}
   for name, blocks in sorted(blocks_of.items()):
@@ -704,8 +725,7 @@ def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
       interval += b["interval_s"]
   med = lambda v: statistics.median(v) if v else None
   return {"heads": heads, "tail_s": med(tails), "small_s": med(small),
-          "small_samples": len(small), "interval_s": med(interval),
-          "interval_samples": len(interval), "rows": list(by_trace),
+          "interval_s": med(interval), "rows": list(by_trace),
           "tails": by_trace}
 
 
@@ -1054,18 +1074,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     if scheduler not in plan_lib.SCHEDULERS:
       entry["note"] = "not a planner scheduler"
       continue
-    calib = calibrate(blocks_of, exclude={trace_name(name)} | disturbed)
-    from_disturbed = []
-    if disturbed:
-      # Only some rows' traces measure the small collectives (many of them
-      # in flight): when every such trace is disturbed, a disturbed
-      # measurement beats no measurement (the CPU part would fall back to
-      # all of alpha and the share to 1).
-      noisy = calibrate(blocks_of, exclude={trace_name(name)})
-      for key in SMALL_COLLECTIVE_KEYS:
-        if calib[key] is None and noisy[key] is not None:
-          calib[key] = noisy[key]
-          from_disturbed.append(key)
+    calib = calibrate(blocks_of, exclude={trace_name(name)},
+                      disturbed=disturbed)
     heads = [(trace_unroll(t), first_ready[t],
               statistics.median(h)) for t, h in sorted(calib["heads"].items())
              if h and first_ready.get(t) is not None]
@@ -1167,8 +1177,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                          t: statistics.median(v)
                          for t, v in sorted(calib["tails"].items())}})
     notes = []
-    if from_disturbed:
-      entry["calibration"]["from_disturbed_traces"] = from_disturbed
+    if calib["from_disturbed"]:
+      entry["calibration"]["from_disturbed_traces"] = calib["from_disturbed"]
       notes.append("small-collective figures from disturbed traces (no "
                    "other trace has them)")
     runs = row.get("step_s") or []
