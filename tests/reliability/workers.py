@@ -323,7 +323,6 @@ def threads_over_steps(steps, timeout_seconds):
   for _ in range(steps):
     step()
   after = threads()
-  plans = [b.plan for b in strategy.cross_device_ops._bound.values()  # pylint: disable=protected-access
-           if b.plan is not None]
+  plans = strategy.cross_device_ops.bound_plans()
   return {"collectives": max(p.num_collectives for p in plans),
           "before": before, "after": after}

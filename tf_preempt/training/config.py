@@ -215,12 +215,9 @@ class TrainConfig:
     _one_of("scheduler_op", self.scheduler_op, SCHEDULER_OP_MODES)
     _positive_int("unroll", self.unroll)
     _one_of("implementation", self.implementation, IMPLEMENTATIONS)
-    if self.collective_timeout_s is not None and (
-        isinstance(self.collective_timeout_s, bool) or
-        not isinstance(self.collective_timeout_s, (int, float)) or
-        not 0 < self.collective_timeout_s < math.inf):
-      raise ValueError(f"--collective_timeout_s must be a positive number of "
-                       f"seconds, got {self.collective_timeout_s!r}")
+    if self.collective_timeout_s is not None:
+      _positive_number("collective_timeout_s", self.collective_timeout_s,
+                       finite=True)
     if self.plan is not None:
       if not isinstance(self.plan, str) or not self.plan:
         raise ValueError(f"--plan must be a file path, got {self.plan!r}")
@@ -246,11 +243,7 @@ class TrainConfig:
       raise ValueError(f"--data_dir must be a path, got {self.data_dir!r}")
     _optional_positive_int("intra_op_threads", self.intra_op_threads)
     _optional_positive_int("inter_op_threads", self.inter_op_threads)
-    if (isinstance(self.learning_rate, bool) or
-        not isinstance(self.learning_rate, (int, float)) or
-        not self.learning_rate > 0):
-      raise ValueError(f"--learning_rate must be a positive number, got "
-                       f"{self.learning_rate!r}")
+    _positive_number("learning_rate", self.learning_rate)
     _optional_int("seed", self.seed, minimum=0)
     _optional_int("warmup_blocks", self.warmup_blocks, minimum=0)
 
@@ -385,6 +378,14 @@ def _positive_int(name: str, value: Any) -> None:
 def _optional_positive_int(name: str, value: Any) -> None:
   if value is not None:
     _positive_int(name, value)
+
+
+def _positive_number(name: str, value: Any, finite: bool = False) -> None:
+  # bool is a number in Python too; NaN is not > 0.
+  if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+      not value > 0 or (finite and not math.isfinite(value))):
+    raise ValueError(f"--{name} must be a positive{' finite' * finite} "
+                     f"number, got {value!r}")
 
 
 def _optional_int(name: str, value: Any, minimum: int) -> None:
