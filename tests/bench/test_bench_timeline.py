@@ -1,5 +1,7 @@
 """Tests of the benchmark's Gantt chart (tf_preempt.bench.timeline)."""
 
+import pytest
+
 from tf_preempt.bench import timeline
 from tf_preempt.telemetry import chrome_trace
 
@@ -39,3 +41,27 @@ def test_plot_directory_writes_a_png(tmp_path):
                                  ["tf_default@1", "pace@2", "ddp@1"], "t")
   with open(path, "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_collective_arrivals_name_the_last_task_and_its_wait():
+  def trace(origin_ms, spans):
+    # spans: {(iteration, collective id): (start ms, duration ms)}.
+    return {"otherData": {"origin_ns": origin_ms * 1_000_000},
+            "traceEvents": [
+                {"cat": "collective", "ph": "X", "ts": s * 1e3,
+                 "dur": d * 1e3,
+                 "args": {"iteration": i, "collective_id": c}}
+                for (i, c), (s, d) in spans.items()]}
+
+  # Worker 1's clock starts 5 ms later. Collective (0, 0): task 0 at 10,
+  # task 1 at 5 + 7 = 12 ms, both end at 30 ms. (1, 0): task 0 last at 50
+  # ms, ends 62. (1, 1) is only in task 0's trace.
+  arrivals = timeline.collective_arrivals([
+      trace(0, {(0, 0): (10, 20), (1, 0): (50, 12), (1, 1): (70, 1)}),
+      trace(5, {(0, 0): (7, 18), (1, 0): (40, 17)})])
+  assert [(a["iteration"], a["collective_id"], a["last_task"])
+          for a in arrivals] == [(0, 0, 1), (1, 0, 0)]
+  assert arrivals[0]["skew_s"] == pytest.approx(0.002)
+  assert arrivals[0]["from_last_s"] == pytest.approx(0.018)
+  assert arrivals[1]["skew_s"] == pytest.approx(0.005)
+  assert arrivals[1]["from_last_s"] == pytest.approx(0.012)

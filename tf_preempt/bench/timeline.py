@@ -10,7 +10,7 @@ ready times of the gradients show where the backward pass produced them.
 """
 
 import json
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 # A block near the end but not the last: the last one can include the
 # end of fit (callbacks, the final metric all-reduce).
@@ -114,6 +114,41 @@ def plot(traces: Mapping[str, Mapping[str, Any]], path: str,
 def trace_origin_us(trace: Mapping[str, Any]) -> float:
   """The trace's time origin (its first span) in microseconds."""
   return trace.get("otherData", {}).get("origin_ns", 0) / 1e3
+
+
+def collective_arrivals(traces: Sequence[Mapping[str, Any]]
+                        ) -> List[Dict[str, Any]]:
+  """Who reached each collective last, and how long it took from there.
+
+  Args:
+    traces: one Chrome trace per worker, in task order, of the same run
+      (the workers share the machine's clock: each trace's origin places
+      it).
+
+  Returns:
+    Per collective every trace has, in (iteration, collective id) order:
+    {"iteration", "collective_id", "last_task": the task that started it
+    last, "skew_s": by how much, "from_last_s": the latest start to the
+    latest end, i.e. the collective's time once every worker is in it}.
+  """
+  spans = []
+  for trace in traces:
+    origin = trace_origin_us(trace)
+    spans.append({
+        (e["args"]["iteration"], e["args"]["collective_id"]):
+            (origin + e["ts"], origin + e["ts"] + e["dur"])
+        for e in trace.get("traceEvents", ())
+        if e.get("cat") == "collective" and e.get("ph") == "X"})
+  out = []
+  for key in sorted(set.intersection(*(set(s) for s in spans))):
+    starts = [s[key][0] for s in spans]
+    last = max(range(len(spans)), key=lambda t: starts[t])
+    out.append({"iteration": key[0], "collective_id": key[1],
+                "last_task": last,
+                "skew_s": (starts[last] - min(starts)) / 1e6,
+                "from_last_s": (max(s[key][1] for s in spans) -
+                                starts[last]) / 1e6})
+  return out
 
 
 def _size(colls, cid) -> str:
