@@ -1,0 +1,108 @@
+r"""Does a stock all-reduce take longer when one particular task arrives last?
+
+  python scripts/bench_arrival_order.py [--bandwidth 2gbit] [--nbytes 3260000]
+      [--late_ms 4] [--steps 80] [--json]
+
+Launches `--workers` workers of `tf_preempt.bench.arrival_worker` (stock
+MultiWorkerMirroredStrategy, RING, one all-reduce per step; no tf_preempt
+code on the collective's path) over the emulated link, each pinned to its
+core as in the benchmarks. In each step one task, chosen at random, arrives
+`--late_ms` late, or none does. Prints, per late task, the median time from
+the last arrival to the collective's end (what a step waits for once every
+worker is in) and the median arrival skew.
+
+benchmarks/simulation/README.md ("Where it misses") quotes its numbers: on
+this machine the all-reduce takes longer when task 0 is the late one.
+Prints numbers only; nothing here is asserted.
+"""
+
+import json
+import statistics
+import sys
+from typing import Any, Dict, List, Mapping, Sequence
+
+from absl import app
+from absl import flags
+
+from tf_preempt.bench import arrival_worker
+from tf_preempt.launch import launcher
+from tf_preempt.launch import netem
+
+flags.DEFINE_integer("workers", 2, "Worker processes.")
+flags.DEFINE_string("bandwidth", "2gbit",
+                    "Emulated link rate (tc tbf, root); empty for loopback.")
+flags.DEFINE_integer("warmup_steps", 10, "Steps left out of the medians.")
+flags.DEFINE_float("timeout_s", 600.0, "Time limit of the run.")
+flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+
+
+def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
+                 warmup_steps: int) -> Dict[str, Dict[str, float]]:
+  """Groups the steps by their late task.
+
+  Args:
+    worker_outputs: each worker's JSON line, in task order.
+    warmup_steps: leading steps left out.
+
+  Returns:
+    {"task N" or "nobody": {"steps", "from_last_ms": median of last arrival
+    to last end, "skew_ms": median of last arrival less first arrival}}.
+
+  Raises:
+    ValueError: if the workers disagree on the steps or their late tasks.
+  """
+  rows = [w["steps"] for w in worker_outputs]
+  if len({len(r) for r in rows}) != 1:
+    raise ValueError("the workers ran different numbers of steps")
+  groups: Dict[str, List[tuple]] = {}
+  for i, step in enumerate(zip(*rows)):
+    if len({s[0] for s in step}) != 1:
+      raise ValueError(f"step {i}: the workers disagree on the late task")
+    if i < warmup_steps:
+      continue
+    late = step[0][0]
+    key = "nobody" if late == arrival_worker.NOBODY else f"task {late}"
+    arrivals = [s[1] for s in step]
+    ends = [s[2] for s in step]
+    groups.setdefault(key, []).append(
+        (max(ends) - max(arrivals), max(arrivals) - min(arrivals)))
+  return {key: {"steps": len(v),
+                "from_last_ms": statistics.median(x[0] for x in v) * 1e3,
+                "skew_ms": statistics.median(x[1] for x in v) * 1e3}
+          for key, v in sorted(groups.items())}
+
+
+def main(argv: Sequence[str]) -> int:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  if f.workers < 2 or f.warmup_steps >= f.steps:
+    raise app.UsageError("--workers must be at least 2 and --warmup_steps "
+                         "fewer than --steps")
+  command = [sys.executable, "-m", "tf_preempt.bench.arrival_worker",
+             f"--nbytes={f.nbytes}", f"--late_ms={f.late_ms}",
+             f"--steps={f.steps}", f"--seed={f.seed}"]
+  link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
+  try:
+    outputs = launcher.launch_for_stats(command, f.workers, link=link,
+                                        timeout_s=f.timeout_s,
+                                        **launcher.MEASUREMENT_WORKER)
+    groups = by_late_task(outputs, f.warmup_steps)
+  except (RuntimeError, ValueError, netem.EmulationUnavailable) as e:
+    print(f"bench_arrival_order: {e}", file=sys.stderr)
+    return 1
+  if f.json:
+    print(json.dumps({"bandwidth": f.bandwidth or None, "nbytes": f.nbytes,
+                      "late_ms": f.late_ms, "by_late_task": groups}))
+    return 0
+  print(f"{f.workers} workers, {f.bandwidth or 'loopback'}, one all-reduce "
+        f"of {f.nbytes} B, the late task {f.late_ms:g} ms late")
+  for key, g in groups.items():
+    print(f"  {key + ' late:':14s} {g['steps']:3d} steps, last arrival to "
+          f"end median {g['from_last_ms']:.1f} ms (skew {g['skew_ms']:.1f} "
+          f"ms)")
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

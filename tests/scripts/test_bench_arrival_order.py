@@ -1,0 +1,69 @@
+"""Tests of scripts/bench_arrival_order.py and its worker (arrival_worker)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tf_preempt.bench import arrival_worker
+from tf_preempt.testing import scripts
+
+# Loaded once: a second load would define its absl flags again.
+bench = scripts.load_script("bench_arrival_order")
+
+
+def _output(task, steps):
+  return {"task": task, "steps": [list(s) for s in steps]}
+
+
+def test_by_late_task_groups_and_measures_from_the_last_arrival():
+  # Step 0 is warm-up. Step 1: task 0 late by 4 ms, the end 17 ms after it.
+  # Step 2: task 1 late by 3 ms, the end 13 ms after it. Step 3: nobody.
+  w0 = [(-1, 0.0, 9.0), (0, 1.004, 1.021), (1, 2.0, 2.016),
+        (-1, 3.0, 3.010)]
+  w1 = [(-1, 0.0, 9.0), (0, 1.000, 1.021), (1, 2.003, 2.016),
+        (-1, 3.001, 3.012)]
+  groups = bench.by_late_task([_output(0, w0), _output(1, w1)],
+                              warmup_steps=1)
+  assert set(groups) == {"nobody", "task 0", "task 1"}
+  assert groups["task 0"]["steps"] == 1
+  assert groups["task 0"]["from_last_ms"] == pytest.approx(17.0)
+  assert groups["task 0"]["skew_ms"] == pytest.approx(4.0)
+  assert groups["task 1"]["from_last_ms"] == pytest.approx(13.0)
+  assert groups["nobody"]["from_last_ms"] == pytest.approx(11.0)
+
+
+def test_by_late_task_refuses_workers_that_disagree():
+  with pytest.raises(ValueError, match="disagree on the late task"):
+    bench.by_late_task([_output(0, [(0, 0.0, 1.0)]),
+                        _output(1, [(1, 0.0, 1.0)])], warmup_steps=0)
+  with pytest.raises(ValueError, match="different numbers of steps"):
+    bench.by_late_task([_output(0, [(0, 0.0, 1.0)]), _output(1, [])],
+                       warmup_steps=0)
+
+
+def test_late_tasks_are_seeded_and_cover_every_case():
+  first = arrival_worker.late_tasks(2, 60, seed=7)
+  assert first == arrival_worker.late_tasks(2, 60, seed=7)
+  assert set(first) == {0, 1, arrival_worker.NOBODY}
+
+
+@pytest.mark.slow
+def test_two_workers_on_loopback():
+  steps, warmup = 16, 4
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_arrival_order"),
+       "--bandwidth=", "--nbytes=40000", "--late_ms=2",
+       f"--steps={steps}", f"--warmup_steps={warmup}", "--timeout_s=240",
+       "--json"], cwd=scripts.REPO, capture_output=True, text=True,
+      timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  groups = out["by_late_task"]
+  assert sum(g["steps"] for g in groups.values()) == steps - warmup
+  for key, g in groups.items():
+    assert g["from_last_ms"] > 0
+    if key != "nobody":
+      # A 2 ms sleep before the step makes that task arrive >= 2 ms late.
+      assert g["skew_ms"] >= 2.0
