@@ -76,9 +76,11 @@ def main(argv: Sequence[str]) -> int:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
-  if f.workers < 2 or f.warmup_steps >= f.steps:
-    raise app.UsageError("--workers must be at least 2 and --warmup_steps "
-                         "fewer than --steps")
+  if (f.workers < 2 or f.warmup_steps >= f.steps or f.nbytes < 4 or
+      f.late_ms < 0):
+    raise app.UsageError("--workers must be at least 2, --warmup_steps "
+                         "fewer than --steps, --nbytes at least 4 and "
+                         "--late_ms not negative")
   command = [sys.executable, "-m", "tf_preempt.bench.arrival_worker",
              f"--nbytes={f.nbytes}", f"--late_ms={f.late_ms}",
              f"--steps={f.steps}", f"--seed={f.seed}"]

@@ -43,6 +43,16 @@ def test_by_late_task_refuses_workers_that_disagree():
                        warmup_steps=0)
 
 
+@pytest.mark.parametrize("bad", ["--workers=1", "--late_ms=-1",
+                                 "--nbytes=2", "--warmup_steps=80"])
+def test_bad_flags_are_refused_before_launching(bad):
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_arrival_order"), bad],
+      cwd=scripts.REPO, capture_output=True, text=True, timeout=120)
+  assert result.returncode != 0
+  assert "--late_ms not negative" in result.stderr
+
+
 def test_late_tasks_are_seeded_and_cover_every_case():
   first = arrival_worker.late_tasks(2, 60, seed=7)
   assert first == arrival_worker.late_tasks(2, 60, seed=7)
