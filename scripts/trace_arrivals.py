@@ -5,8 +5,10 @@ r"""Which worker reaches each collective last, and what that costs.
 Reads the row's traces (traces/NAME_kK.worker-I.json, one per worker) and
 prints, per task that arrived last, in how many collectives it did and the
 median time from its start to the collective's end, over the collectives of
-one size (the first, by id, unless --collective_id). The figures of
-benchmarks/simulation/README.md on (b')'s tf_default@1 come from here.
+one size (the first, by id, unless --collective_id); then, per task, in how
+many blocks it started late and its median tail after its last collective.
+The figures of benchmarks/simulation/README.md on (b') and (n3)'s
+tf_default@1 come from here.
 """
 
 import glob
@@ -22,6 +24,8 @@ from tf_preempt.bench import timeline
 _ID = flags.DEFINE_integer("collective_id", 0, "The collective to report.")
 _SKIP = flags.DEFINE_integer("skip_iterations", 8,
                              "Iterations left out (tracing, warm-up).")
+# A block start this much after the earliest worker's counts as late.
+LATE_START_S = 1e-3
 
 
 def report(results_dir: str, row: str) -> str:
@@ -32,8 +36,8 @@ def report(results_dir: str, row: str) -> str:
   if len(paths) < 2:
     raise ValueError(f"{row}: fewer than two worker traces in "
                      f"{results_dir}/traces")
-  arrivals = [a for a in timeline.collective_arrivals(
-      [timeline.load_trace(p) for p in paths])
+  traces = [timeline.load_trace(p) for p in paths]
+  arrivals = [a for a in timeline.collective_arrivals(traces)
               if a["collective_id"] == _ID.value and
               a["iteration"] >= _SKIP.value]
   lines = [f"{row}: collective {_ID.value}, {len(arrivals)} iterations"]
@@ -44,6 +48,26 @@ def report(results_dir: str, row: str) -> str:
         f"median {statistics.median(a['from_last_s'] for a in mine) * 1e3:.1f}"
         f" ms, skew median "
         f"{statistics.median(a['skew_s'] for a in mine) * 1e3:.1f} ms")
+  # The same warm-up as the iterations': a block's first step is its
+  # batch (its last step) less K - 1.
+  unroll = int(row.rsplit("@", 1)[1])
+  blocks = [b for b in timeline.block_skews(traces)
+            if b["batch"] - (unroll - 1) >= _SKIP.value]
+  if not blocks:
+    lines.append("  no timed blocks in the traces")
+    return "\n".join(lines)
+  lines.append(f"  {len(blocks)} blocks:")
+  for task in range(len(traces)):
+    skews = [b["start_skew_s"][task] for b in blocks]
+    tails = [b["tail_s"][task] for b in blocks
+             if b["tail_s"][task] is not None]
+    tail = (f"{statistics.median(tails) * 1e3:.1f} ms" if tails
+            else "none (no collective)")
+    lines.append(
+        f"    task {task} started > {LATE_START_S * 1e3:g} ms after the "
+        f"first in {sum(x > LATE_START_S for x in skews)}, median "
+        f"{statistics.median(skews) * 1e3:.2f} ms after it; tail after its "
+        f"last collective median {tail}")
   return "\n".join(lines)
 
 

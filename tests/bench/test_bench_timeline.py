@@ -65,3 +65,31 @@ def test_collective_arrivals_name_the_last_task_and_its_wait():
   assert arrivals[0]["from_last_s"] == pytest.approx(0.018)
   assert arrivals[1]["skew_s"] == pytest.approx(0.005)
   assert arrivals[1]["from_last_s"] == pytest.approx(0.012)
+
+
+def test_block_skews_give_each_task_its_start_lag_and_tail():
+  def trace(origin_ms, blocks, colls):
+    # blocks: {batch: (start ms, end ms)}; colls: [(start ms, end ms)].
+    return {"otherData": {"origin_ns": origin_ms * 1_000_000},
+            "traceEvents": [
+                {"cat": "compute", "ph": "X", "ts": s * 1e3,
+                 "dur": (e - s) * 1e3, "args": {"batch": b}}
+                for b, (s, e) in blocks.items()] + [
+                {"cat": "collective", "ph": "X", "ts": s * 1e3,
+                 "dur": (e - s) * 1e3,
+                 "args": {"iteration": i, "collective_id": 0}}
+                for i, (s, e) in enumerate(colls)]}
+
+  # Worker 1's clock starts 1 ms later. Block 0: task 0 starts at 0, task
+  # 1 at 1 + 0 = 1 ms (1 ms late); both end their collective at 30 ms,
+  # task 0 its block at 39 (tail 9), task 1 at 1 + 34 = 35 (tail 5).
+  # Block 1: task 1 starts at 35, task 0 at 39 (4 ms late); no collective.
+  # Block 2 is only in task 0's trace.
+  skews = timeline.block_skews([
+      trace(0, {0: (0, 39), 1: (39, 60), 2: (60, 70)}, [(20, 30)]),
+      trace(1, {0: (0, 34), 1: (34, 59)}, [(19, 29)])])
+  assert [b["batch"] for b in skews] == [0, 1]
+  assert skews[0]["start_skew_s"] == pytest.approx([0.0, 0.001])
+  assert skews[0]["tail_s"] == pytest.approx([0.009, 0.005])
+  assert skews[1]["start_skew_s"] == pytest.approx([0.004, 0.0])
+  assert skews[1]["tail_s"] == [None, None]

@@ -151,6 +151,44 @@ def collective_arrivals(traces: Sequence[Mapping[str, Any]]
   return out
 
 
+def block_skews(traces: Sequence[Mapping[str, Any]]
+                ) -> List[Dict[str, Any]]:
+  """When each worker starts a block, and its tail after the collectives.
+
+  Args:
+    traces: one Chrome trace per worker, in task order, of the same run
+      (as for `collective_arrivals`).
+
+  Returns:
+    Per block every trace has, in order: {"batch": the span's "batch"
+    (Keras's index of the block's last step), "start_skew_s": per task, its start less the
+    earliest start, "tail_s": per task, the block's end less the end of
+    its last collective that ended inside it (None without one)}.
+  """
+  per_task = []
+  for trace in traces:
+    origin = trace_origin_us(trace)
+    events = [e for e in trace.get("traceEvents", ()) if e.get("ph") == "X"]
+    blocks = {e["args"]["batch"]: (origin + e["ts"],
+                                   origin + e["ts"] + e["dur"])
+              for e in events if e.get("cat") == "compute"}
+    ends = sorted(origin + e["ts"] + e["dur"] for e in events
+                  if e.get("cat") == "collective")
+    per_task.append((blocks, ends))
+  out = []
+  for block in sorted(set.intersection(*(set(b) for b, _ in per_task))):
+    starts = [b[block][0] for b, _ in per_task]
+    tails = []
+    for blocks, ends in per_task:
+      start, end = blocks[block]
+      inside = [e for e in ends if start <= e <= end]
+      tails.append((end - inside[-1]) / 1e6 if inside else None)
+    out.append({"batch": block,
+                "start_skew_s": [(s - min(starts)) / 1e6 for s in starts],
+                "tail_s": tails})
+  return out
+
+
 def _size(colls, cid) -> str:
   nbytes = next(c["args"]["bytes"] for c in colls
                 if c["args"]["collective_id"] == cid)
