@@ -17,3 +17,8 @@ if int(keras.__version__.split(".")[0]) != TESTED_KERAS_MAJOR:
 # unrolled train function must produce the same logs as stock `fit`.
 from keras.src.backend.tensorflow.trainer import reduce_per_replica  # pylint: disable=unused-import
 
+
+# The module `fit`'s train function looks reduce_per_replica up in, at call
+# time: tf_preempt.bench.log_reduction_worker replaces it there to time
+# stock fit without the per-step reduction of the logs.
+from keras.src.backend.tensorflow import trainer as tensorflow_trainer  # pylint: disable=unused-import,g-bad-import-order
