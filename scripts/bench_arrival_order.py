@@ -28,12 +28,16 @@ from tf_preempt.bench import arrival_worker
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
-flags.DEFINE_integer("workers", 2, "Worker processes.")
-flags.DEFINE_string("bandwidth", "2gbit",
-                    "Emulated link rate (tc tbf, root); empty for loopback.")
-flags.DEFINE_integer("warmup_steps", 10, "Steps left out of the medians.")
-flags.DEFINE_float("timeout_s", 600.0, "Time limit of the run.")
-flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+
+
+def define_flags() -> None:
+  arrival_worker.define_flags()
+  flags.DEFINE_integer("workers", 2, "Worker processes.")
+  flags.DEFINE_string("bandwidth", "2gbit", "Emulated link rate (tc tbf, "
+                      "root); empty for loopback.")
+  flags.DEFINE_integer("warmup_steps", 10, "Steps left out of the medians.")
+  flags.DEFINE_float("timeout_s", 600.0, "Time limit of the run.")
+  flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 
 
 def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
@@ -107,4 +111,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -24,33 +24,34 @@ from typing import Any, Dict, List, Sequence
 from absl import app
 from absl import flags
 
-from tf_preempt.bench import log_reduction_worker  # pylint: disable=unused-import  (its flags)
+from tf_preempt.bench import log_reduction_worker
 from tf_preempt.bench import timeline
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 from tf_preempt.training import runner
 
-flags.DEFINE_integer("workers", 2, "Worker processes.")
-flags.DEFINE_string("bandwidth", "2gbit",
-                    "Emulated link rate (tc tbf, root); empty for loopback.")
-flags.DEFINE_integer("repeats", 2, "Runs of each setting.")
-flags.DEFINE_string("out", None, "Directory for the traces; a temporary "
-                    "one if unset.")
-flags.DEFINE_float("timeout_s", 600.0, "Time limit of each run.")
-flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+
+
+def define_flags() -> None:
+  log_reduction_worker.define_flags(worker=False)
+  flags.DEFINE_integer("workers", 2, "Worker processes.")
+  flags.DEFINE_string("bandwidth", "2gbit", "Emulated link rate (tc tbf, "
+                      "root); empty for loopback.")
+  flags.DEFINE_integer("repeats", 2, "Runs of each setting.")
+  flags.DEFINE_string("out", None, "Directory for the traces; a temporary "
+                      "one if unset.")
+  flags.DEFINE_float("timeout_s", 600.0, "Time limit of each run.")
+  flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 
 SETTINGS = ("reduced", "local")
-# A block start this much after the earliest worker's counts as late.
-LATE_START_S = 1e-3
 
 
 def late_starts(traces: Sequence[Dict[str, Any]],
                 warmup_blocks: int) -> List[int]:
-  """Per task, the timed blocks it started more than LATE_START_S late."""
-  blocks = [b for b in timeline.block_skews(traces)
-            if b["batch"] >= warmup_blocks]
-  return [sum(b["start_skew_s"][task] > LATE_START_S for b in blocks)
-          for task in range(len(traces))]
+  """Per task, the timed blocks (K=1) it started late."""
+  return timeline.late_start_counts(
+      [b for b in timeline.block_skews(traces)
+       if b["batch"] >= warmup_blocks])
 
 
 def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
@@ -133,4 +134,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -24,8 +24,6 @@ from tf_preempt.bench import timeline
 _ID = flags.DEFINE_integer("collective_id", 0, "The collective to report.")
 _SKIP = flags.DEFINE_integer("skip_iterations", 8,
                              "Iterations left out (tracing, warm-up).")
-# A block start this much after the earliest worker's counts as late.
-LATE_START_S = 1e-3
 
 
 def report(results_dir: str, row: str) -> str:
@@ -57,6 +55,7 @@ def report(results_dir: str, row: str) -> str:
     lines.append("  no timed blocks in the traces")
     return "\n".join(lines)
   lines.append(f"  {len(blocks)} blocks:")
+  late = timeline.late_start_counts(blocks)
   for task in range(len(traces)):
     skews = [b["start_skew_s"][task] for b in blocks]
     tails = [b["tail_s"][task] for b in blocks
@@ -64,8 +63,8 @@ def report(results_dir: str, row: str) -> str:
     tail = (f"{statistics.median(tails) * 1e3:.1f} ms" if tails
             else "none (no collective)")
     lines.append(
-        f"    task {task} started > {LATE_START_S * 1e3:g} ms after the "
-        f"first in {sum(x > LATE_START_S for x in skews)}, median "
+        f"    task {task} started > {timeline.LATE_START_S * 1e3:g} ms "
+        f"after the first in {late[task]}, median "
         f"{statistics.median(skews) * 1e3:.2f} ms after it; tail after its "
         f"last collective median {tail}")
   return "\n".join(lines)

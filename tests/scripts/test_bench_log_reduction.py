@@ -8,7 +8,6 @@ import pytest
 
 from tf_preempt.testing import scripts
 
-# Loaded once: a second load would define its absl flags again.
 bench = scripts.load_script("bench_log_reduction")
 
 

@@ -20,12 +20,15 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
-flags.DEFINE_integer("nbytes", 3_260_000, "Bytes of the all-reduce.")
-flags.DEFINE_float("late_ms", 4.0, "How late the late task arrives.")
-flags.DEFINE_integer("steps", 80, "Steps, the warm-up included.")
-flags.DEFINE_integer("seed", 1234, "Seed of the late-task sequence.")
-
 NOBODY = -1
+
+
+def define_flags() -> None:
+  """The worker's flags (also scripts/bench_arrival_order.py's)."""
+  flags.DEFINE_integer("nbytes", 3_260_000, "Bytes of the all-reduce.")
+  flags.DEFINE_float("late_ms", 4.0, "How late the late task arrives.")
+  flags.DEFINE_integer("steps", 80, "Steps, the warm-up included.")
+  flags.DEFINE_integer("seed", 1234, "Seed of the late-task sequence.")
 
 
 def late_tasks(num_workers: int, steps: int, seed: int):
@@ -71,4 +74,5 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

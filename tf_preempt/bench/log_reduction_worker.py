@@ -22,15 +22,24 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
-flags.DEFINE_enum("logs", "reduced", ["reduced", "local"],
-                  "reduced: stock Keras; local: no cross-worker reduction "
-                  "of the step's logs.")
-flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
-flags.DEFINE_integer("batch_size", 10, "Global batch size.")
-flags.DEFINE_integer("steps", 60, "Training steps.")
-flags.DEFINE_integer("warmup_blocks", 10, "Steps not timed.")
-flags.DEFINE_string("scheduler", "tf_default", "The gradients' scheduler.")
-flags.DEFINE_string("timeline", None, "Chrome trace path (per worker).")
+
+
+def define_flags(worker: bool = True) -> None:
+  """The training flags (also scripts/bench_log_reduction.py's).
+
+  Args:
+    worker: also the worker's own --logs and --timeline.
+  """
+  flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
+  flags.DEFINE_integer("batch_size", 10, "Global batch size.")
+  flags.DEFINE_integer("steps", 60, "Training steps.")
+  flags.DEFINE_integer("warmup_blocks", 10, "Steps not timed.")
+  flags.DEFINE_string("scheduler", "tf_default", "The gradients' scheduler.")
+  if worker:
+    flags.DEFINE_enum("logs", "reduced", ["reduced", "local"],
+                      "reduced: stock Keras; local: no cross-worker "
+                      "reduction of the step's logs.")
+    flags.DEFINE_string("timeline", None, "Chrome trace path (per worker).")
 
 
 def local_logs() -> None:
@@ -76,4 +85,5 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

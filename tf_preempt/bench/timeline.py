@@ -17,6 +17,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 _FROM_END = 2
 
 
+# A block that starts this much after the earliest worker's started late.
+LATE_START_S = 1e-3
+
+
 def load_trace(path: str) -> Dict[str, Any]:
   with open(path) as f:
     return json.load(f)
@@ -161,9 +165,10 @@ def block_skews(traces: Sequence[Mapping[str, Any]]
 
   Returns:
     Per block every trace has, in order: {"batch": the span's "batch"
-    (Keras's index of the block's last step), "start_skew_s": per task, its start less the
-    earliest start, "tail_s": per task, the block's end less the end of
-    its last collective that ended inside it (None without one)}.
+    (Keras's index of the block's last step), "start_skew_s": per task,
+    its start less the earliest start, "tail_s": per task, the block's
+    end less the end of its last collective that ended inside it (None
+    without one)}.
   """
   per_task = []
   for trace in traces:
@@ -176,17 +181,27 @@ def block_skews(traces: Sequence[Mapping[str, Any]]
                   if e.get("cat") == "collective")
     per_task.append((blocks, ends))
   out = []
-  for block in sorted(set.intersection(*(set(b) for b, _ in per_task))):
-    starts = [b[block][0] for b, _ in per_task]
+  for batch in sorted(set.intersection(*(set(b) for b, _ in per_task))):
+    starts = [b[batch][0] for b, _ in per_task]
     tails = []
     for blocks, ends in per_task:
-      start, end = blocks[block]
+      start, end = blocks[batch]
       inside = [e for e in ends if start <= e <= end]
       tails.append((end - inside[-1]) / 1e6 if inside else None)
-    out.append({"batch": block,
+    out.append({"batch": batch,
                 "start_skew_s": [(s - min(starts)) / 1e6 for s in starts],
                 "tail_s": tails})
   return out
+
+
+def late_start_counts(blocks: Sequence[Mapping[str, Any]]) -> List[int]:
+  """Per task, the blocks (of `block_skews`) it started late.
+
+  Late: more than LATE_START_S after the earliest worker.
+  """
+  tasks = len(blocks[0]["start_skew_s"]) if blocks else 0
+  return [sum(b["start_skew_s"][task] > LATE_START_S for b in blocks)
+          for task in range(tasks)]
 
 
 def _size(colls, cid) -> str:
