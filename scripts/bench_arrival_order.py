@@ -29,7 +29,6 @@ from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
 
-
 def define_flags() -> None:
   arrival_worker.define_flags()
   flags.DEFINE_integer("workers", 2, "Worker processes.")

@@ -30,6 +30,7 @@ from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 from tf_preempt.training import runner
 
+SETTINGS = ("reduced", "local")
 
 
 def define_flags() -> None:
@@ -42,8 +43,6 @@ def define_flags() -> None:
                       "one if unset.")
   flags.DEFINE_float("timeout_s", 600.0, "Time limit of each run.")
   flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
-
-SETTINGS = ("reduced", "local")
 
 
 def late_starts(traces: Sequence[Dict[str, Any]],
@@ -63,7 +62,8 @@ def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
 
   Returns:
     {setting: {"median_step_s", "runs_s", "late_starts",
-    "last_batch_losses": per run, each worker's last logged batch loss}, "ratio": local over reduced}.
+    "last_batch_losses": per run, each worker's last logged batch loss},
+    "ratio": local over reduced}.
   """
   out: Dict[str, Any] = {}
   for setting, rs in runs.items():

@@ -23,7 +23,6 @@ from absl import app
 from absl import flags
 
 
-
 def define_flags(worker: bool = True) -> None:
   """The training flags (also scripts/bench_log_reduction.py's).
 
