@@ -49,8 +49,7 @@ def late_starts(traces: Sequence[Dict[str, Any]],
                 warmup_blocks: int) -> List[int]:
   """Per task, the timed blocks (K=1) it started late."""
   return timeline.late_start_counts(
-      [b for b in timeline.block_skews(traces)
-       if b["batch"] >= warmup_blocks])
+      timeline.block_skews(traces, first_step=warmup_blocks))
 
 
 def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:

@@ -19,6 +19,7 @@ import sys
 from absl import app
 from absl import flags
 
+from tf_preempt.bench import results
 from tf_preempt.bench import timeline
 
 _ID = flags.DEFINE_integer("collective_id", 0, "The collective to report.")
@@ -46,11 +47,9 @@ def report(results_dir: str, row: str) -> str:
         f"median {statistics.median(a['from_last_s'] for a in mine) * 1e3:.1f}"
         f" ms, skew median "
         f"{statistics.median(a['skew_s'] for a in mine) * 1e3:.1f} ms")
-  # The same warm-up as the iterations': a block's first step is its
-  # batch (its last step) less K - 1.
-  unroll = int(row.rsplit("@", 1)[1])
-  blocks = [b for b in timeline.block_skews(traces)
-            if b["batch"] - (unroll - 1) >= _SKIP.value]
+  # The same warm-up as the iterations'.
+  blocks = timeline.block_skews(traces, first_step=_SKIP.value,
+                                unroll=results.split_name(row)[1])
   if not blocks:
     lines.append("  no timed blocks in the traces")
     return "\n".join(lines)

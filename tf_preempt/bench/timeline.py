@@ -155,16 +155,21 @@ def collective_arrivals(traces: Sequence[Mapping[str, Any]]
   return out
 
 
-def block_skews(traces: Sequence[Mapping[str, Any]]
-                ) -> List[Dict[str, Any]]:
+def block_skews(traces: Sequence[Mapping[str, Any]], first_step: int = 0,
+                unroll: int = 1) -> List[Dict[str, Any]]:
   """When each worker starts a block, and its tail after the collectives.
 
   Args:
     traces: one Chrome trace per worker, in task order, of the same run
       (as for `collective_arrivals`).
+    first_step: leave out the blocks that start before this step (the
+      warm-up).
+    unroll: K, the steps per block: a block's first step is its "batch"
+      (its last step) less K - 1.
 
   Returns:
-    Per block every trace has, in order: {"batch": the span's "batch"
+    Per block every trace has from `first_step` on, in order: {"batch":
+    the span's "batch"
     (Keras's index of the block's last step), "start_skew_s": per task,
     its start less the earliest start, "tail_s": per task, the block's
     end less the end of its last collective that ended inside it (None
@@ -182,6 +187,8 @@ def block_skews(traces: Sequence[Mapping[str, Any]]
     per_task.append((blocks, ends))
   out = []
   for batch in sorted(set.intersection(*(set(b) for b, _ in per_task))):
+    if batch - (unroll - 1) < first_step:
+      continue
     starts = [b[batch][0] for b, _ in per_task]
     tails = []
     for blocks, ends in per_task:
