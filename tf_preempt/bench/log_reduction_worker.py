@@ -69,17 +69,18 @@ def main(argv: Sequence[str]) -> None:
     local_logs()
   batch_logs = {}
   # The epoch's logs read the metrics' synced variables (global either
-  # way); a batch's logs are what the step's reduction made of them.
+  # way); a batch's logs are what the step's reduction made of them. Only
+  # a reference is kept per step: reading the value would add a copy to
+  # every timed step.
   last_batch = keras.callbacks.LambdaCallback(
-      on_train_batch_end=lambda batch, logs: batch_logs.update(
-          loss=float(logs["loss"])))
+      on_train_batch_end=lambda batch, logs: batch_logs.update(logs))
   stats = runner.run(config_lib.TrainConfig(
       model=f.model, batch_size=f.batch_size, steps=f.steps,
       strategy="multi_worker", scheduler=f.scheduler,
       warmup_blocks=f.warmup_blocks, timeline=f.timeline),
                      callbacks=[last_batch])
   print(json.dumps({"logs": f.logs, "median_step_s": stats["median_step_s"],
-                    "last_batch_loss": batch_logs["loss"],
+                    "last_batch_loss": float(batch_logs["loss"]),
                     "worker_index": stats["worker_index"]}), flush=True)
 
 

@@ -13,12 +13,12 @@ if int(keras.__version__.split(".")[0]) != TESTED_KERAS_MAJOR:
       f"tf_preempt.keras needs Keras 3 (tested with 3.15, see "
       f"constraints.txt); found Keras {keras.__version__}.")
 
-# reduce_per_replica: how `fit` turns per-replica step outputs into logs. The
-# unrolled train function must produce the same logs as stock `fit`.
-from keras.src.backend.tensorflow.trainer import reduce_per_replica  # pylint: disable=unused-import
+# The TensorFlow backend's trainer module. Its `reduce_per_replica` is how
+# `fit` turns per-replica step outputs into logs: the unrolled train function
+# must produce the same logs as stock `fit`, and `fit`'s own train function
+# looks it up in this module at call time (where
+# tf_preempt.bench.log_reduction_worker replaces it, to time stock `fit`
+# without the per-step reduction of the logs).
+from keras.src.backend.tensorflow import trainer as tensorflow_trainer  # pylint: disable=g-bad-import-order
 
-
-# The module `fit`'s train function looks reduce_per_replica up in, at call
-# time: tf_preempt.bench.log_reduction_worker replaces it there to time
-# stock fit without the per-step reduction of the logs.
-from keras.src.backend.tensorflow import trainer as tensorflow_trainer  # pylint: disable=unused-import,g-bad-import-order
+reduce_per_replica = tensorflow_trainer.reduce_per_replica
