@@ -9,7 +9,9 @@ code on the collective's path) over the emulated link, each pinned to its
 core as in the benchmarks. In each step one task, chosen at random, arrives
 `--late_ms` late, or none does. Prints, per late task, the median time from
 the last arrival to the collective's end (what a step waits for once every
-worker is in) and the median arrival skew.
+worker is in) and the median arrival skew. `--burst_bytes` sets the links'
+token bucket, `--reverse_namespaces` runs task i in worker N-1-i's
+namespace, `--worker_logs DIR` keeps the workers' logs.
 
 benchmarks/simulation/README.md ("Where it misses") quotes its numbers: on
 this machine the all-reduce takes longer when task 0 is the late one.
@@ -34,8 +36,16 @@ def define_flags() -> None:
   flags.DEFINE_integer("workers", 2, "Worker processes.")
   flags.DEFINE_string("bandwidth", "2gbit", "Emulated link rate (tc tbf, "
                       "root); empty for loopback.")
+  flags.DEFINE_integer("burst_bytes", None, "The links' token bucket in "
+                       "bytes (default: tf_preempt.launch.netem's, 4 ms of "
+                       "traffic).")
+  flags.DEFINE_bool("reverse_namespaces", False, "Task i runs in the network "
+                    "namespace (and with the address) of worker N-1-i: does "
+                    "the effect follow the task or its place?")
   flags.DEFINE_integer("warmup_steps", 10, "Steps left out of the medians.")
   flags.DEFINE_float("timeout_s", 600.0, "Time limit of the run.")
+  flags.DEFINE_string("worker_logs", None, "Keep the workers' logs here (e.g. "
+                      "TensorFlow's with TF_CPP_VMODULE=ring_alg=3 set).")
   flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 
 
@@ -84,13 +94,21 @@ def main(argv: Sequence[str]) -> int:
     raise app.UsageError("--workers must be at least 2, --warmup_steps "
                          "fewer than --steps, --nbytes at least 4 and "
                          "--late_ms not negative")
+  if not f.bandwidth and (f.burst_bytes is not None or f.reverse_namespaces):
+    raise app.UsageError("--burst_bytes and --reverse_namespaces need "
+                         "--bandwidth (an emulated link)")
   command = [sys.executable, "-m", "tf_preempt.bench.arrival_worker",
              f"--nbytes={f.nbytes}", f"--late_ms={f.late_ms}",
              f"--steps={f.steps}", f"--seed={f.seed}"]
-  link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
   try:
+    link = (netem.LinkConfig(rate=f.bandwidth, burst_bytes=f.burst_bytes)
+            if f.bandwidth else None)
+    order = (list(range(f.workers))[::-1] if f.reverse_namespaces
+             else None)
     outputs = launcher.launch_for_stats(command, f.workers, link=link,
                                         timeout_s=f.timeout_s,
+                                        log_dir=f.worker_logs,
+                                        namespace_order=order,
                                         **launcher.MEASUREMENT_WORKER)
     groups = by_late_task(outputs, f.warmup_steps)
   except (RuntimeError, ValueError, netem.EmulationUnavailable) as e:
@@ -98,10 +116,15 @@ def main(argv: Sequence[str]) -> int:
     return 1
   if f.json:
     print(json.dumps({"bandwidth": f.bandwidth or None, "nbytes": f.nbytes,
-                      "late_ms": f.late_ms, "by_late_task": groups}))
+                      "late_ms": f.late_ms, "burst_bytes": f.burst_bytes,
+                      "reverse_namespaces": f.reverse_namespaces,
+                      "by_late_task": groups}))
     return 0
-  print(f"{f.workers} workers, {f.bandwidth or 'loopback'}, one all-reduce "
-        f"of {f.nbytes} B, the late task {f.late_ms:g} ms late")
+  where = link.describe() if link else "loopback"
+  if f.reverse_namespaces:
+    where += ", namespaces reversed"
+  print(f"{f.workers} workers, {where}, one all-reduce of {f.nbytes} B, "
+        f"the late task {f.late_ms:g} ms late")
   for key, g in groups.items():
     print(f"  {key + ' late:':14s} {g['steps']:3d} steps, last arrival to "
           f"end median {g['from_last_ms']:.1f} ms (skew {g['skew_ms']:.1f} "

@@ -102,6 +102,31 @@ def test_multi_worker_all_reduce_on_loopback_and_emulated(tmp_path):
                 f"{' '.join(support.reasons)}")
 
 
+def test_namespace_order_swaps_where_the_tasks_run(tmp_path):
+  support = netem.check_available()
+  if not (support.namespaces and support.rate):
+    pytest.skip(f"emulation unavailable: {' '.join(support.reasons)}")
+  # Each worker prints its task and the address of its own namespace.
+  code = ("import json, os, subprocess; "
+          "i = json.loads(os.environ['TF_CONFIG'])['task']['index']; "
+          "out = subprocess.run(['ip', '-o', '-4', 'addr', 'show', 'eth0'], "
+          "capture_output=True, text=True).stdout; "
+          "print(json.dumps({'task': i, 'ip': out.split()[3].split('/')[0]}))")
+  link = netem.LinkConfig(rate="1gbit")
+  result = launcher.launch([sys.executable, "-c", code], 2, timeout_s=60,
+                           link=link, namespace_order=[1, 0])
+  assert result.exit_code == 0, [w.tail() for w in result.group.workers]
+  ips = [w.stats["ip"] for w in result.group.workers]
+  # Task 0 has the second namespace's address, in TF_CONFIG and on eth0.
+  assert ips == [a.split(":")[0] for a in result.addresses]
+  assert ips == [f"{netem.DEFAULT_SUBNET}.2", f"{netem.DEFAULT_SUBNET}.1"]
+  with pytest.raises(ValueError, match="needs a link"):
+    launcher.launch([sys.executable, "-c", "pass"], 2, namespace_order=[1, 0])
+  with pytest.raises(ValueError, match="permutation"):
+    launcher.launch([sys.executable, "-c", "pass"], 2, link=link,
+                    namespace_order=[0, 0])
+
+
 def test_launch_for_stats_returns_each_workers_last_json_line():
   code = ("import json, os; i = json.loads(os.environ['TF_CONFIG'])"
           "['task']['index']; print('warming up'); "

@@ -145,6 +145,22 @@ def test_tc_commands_shape_with_tbf_and_netem_under_it():
   # The burst must carry at least 4 ms of traffic at high rates.
   fast = netem.tc_commands("ns", "eth0", "2gbit", None)[0]
   assert int(fast[fast.index("burst") + 1]) >= 2e9 / 8 * 0.004
+  # A link's own bucket replaces the default.
+  mine = netem.tc_commands("ns", "eth0", "2gbit", None, burst_bytes=4000000)
+  assert mine[0][mine[0].index("burst") + 1] == "4000000"
+  assert "token bucket 4000000 B" in netem.LinkConfig(
+      rate="2gbit", burst_bytes=4000000).describe()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(rate="1gbit", burst_bytes=0), "positive integer"),
+    (dict(rate="1gbit", burst_bytes=1.5), "positive integer"),
+    (dict(rate="1gbit", burst_bytes=True), "positive integer"),
+    (dict(burst_bytes=100000), "needs a rate"),
+])
+def test_link_burst_must_be_a_positive_count_with_a_rate(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    netem.LinkConfig(**kwargs)
 
 
 def test_support_require_says_what_is_missing_and_what_works():

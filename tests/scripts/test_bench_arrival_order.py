@@ -52,6 +52,16 @@ def test_bad_flags_are_refused_before_launching(bad):
   assert "--late_ms not negative" in result.stderr
 
 
+@pytest.mark.parametrize("bad", ["--reverse_namespaces", "--burst_bytes=4000"])
+def test_link_flags_need_an_emulated_link(bad):
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_arrival_order"),
+       "--bandwidth=", bad], cwd=scripts.REPO, capture_output=True,
+      text=True, timeout=120)
+  assert result.returncode != 0
+  assert "need --bandwidth" in result.stderr
+
+
 def test_late_tasks_are_seeded_and_cover_every_case():
   first = arrival_worker.late_tasks(2, 60, seed=7)
   assert first == arrival_worker.late_tasks(2, 60, seed=7)

@@ -111,7 +111,8 @@ def launch(command: Sequence[str], num_workers: int, *,
            intra_op_threads: Optional[int] = None,
            inter_op_threads: Optional[int] = None,
            extra_env: Optional[Mapping[str, str]] = None,
-           grace_s: float = 3.0) -> LaunchResult:
+           grace_s: float = 3.0,
+           namespace_order: Optional[Sequence[int]] = None) -> LaunchResult:
   """Runs `command` as `num_workers` workers until all exit or one fails.
 
   Args:
@@ -126,6 +127,10 @@ def launch(command: Sequence[str], num_workers: int, *,
     inter_op_threads: TF inter-op threads per worker, if set.
     extra_env: more environment variables for every worker.
     grace_s: seconds between SIGTERM and SIGKILL when killing workers.
+    namespace_order: with `link`, worker i runs in the namespace (and with
+      the address) of position `namespace_order[i]`, a permutation of
+      0..num_workers-1; None: its own (i). Lets an experiment tell what
+      follows a task from what follows its place in the network.
 
   Returns:
     The result; every worker process and namespace is gone by then.
@@ -137,6 +142,14 @@ def launch(command: Sequence[str], num_workers: int, *,
   """
   if num_workers < 1:
     raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+  order = list(range(num_workers))
+  if namespace_order is not None:
+    if link is None:
+      raise ValueError("namespace_order needs a link (namespaces)")
+    if sorted(namespace_order) != order:
+      raise ValueError(f"namespace_order must be a permutation of 0.."
+                       f"{num_workers - 1}, got {list(namespace_order)}")
+    order = list(namespace_order)
   options = dict(pin_cpus=pin_cpus, intra_op_threads=intra_op_threads,
                  inter_op_threads=inter_op_threads, extra_env=extra_env)
   if link is None:
@@ -147,10 +160,10 @@ def launch(command: Sequence[str], num_workers: int, *,
     return LaunchResult(group, addresses, None, _log_dir_of(group))
   # The network is created first and removed last: the workers run inside it.
   with netem.EmulatedNetwork(num_workers, link) as net:
-    addresses = [f"{ip}:{EMULATED_PORT}" for ip in net.addresses]
+    addresses = [f"{net.addresses[i]}:{EMULATED_PORT}" for i in order]
     specs = worker_specs(
-        command, addresses,
-        prefixes=[net.exec_prefix(i) for i in range(num_workers)], **options)
+        command, addresses, prefixes=[net.exec_prefix(i) for i in order],
+        **options)
     group = processes.run_workers(specs, timeout_s=timeout_s,
                                   log_dir=log_dir, grace_s=grace_s)
   return LaunchResult(group, addresses, link, _log_dir_of(group))

@@ -116,15 +116,26 @@ class LinkConfig:
       limit.
     latency: one-way worker-to-worker delay as a tc time ("200us"), or None
       for none. The round trip is twice this.
+    burst_bytes: the token bucket of each link (tc tbf's burst) in bytes, or
+      None for the default, 4 ms of traffic at the rate (at least 64 KiB);
+      needs `rate`.
   """
   rate: Optional[str] = None
   latency: Optional[str] = None
+  burst_bytes: Optional[int] = None
 
   def __post_init__(self):
     if self.rate is not None:
       parse_rate(self.rate)
     if self.latency is not None:
       parse_time(self.latency)
+    if self.burst_bytes is not None:
+      if (isinstance(self.burst_bytes, bool) or
+          not isinstance(self.burst_bytes, int) or self.burst_bytes < 1):
+        raise ValueError(f"burst_bytes must be a positive integer, got "
+                         f"{self.burst_bytes!r}")
+      if self.rate is None:
+        raise ValueError("burst_bytes needs a rate (the bucket is tbf's)")
 
   @property
   def rate_bits_per_s(self) -> Optional[float]:
@@ -140,6 +151,8 @@ class LinkConfig:
       parts.append(f"rate {self.rate}")
     if self.latency is not None:
       parts.append(f"one-way latency {self.latency}")
+    if self.burst_bytes is not None:
+      parts.append(f"token bucket {self.burst_bytes} B")
     return ", ".join(parts) or "no shaping"
 
 
@@ -276,7 +289,8 @@ def remove_stale() -> List[str]:
 
 
 def tc_commands(namespace: str, device: str, rate: Optional[str],
-                delay_s: Optional[float]) -> List[List[str]]:
+                delay_s: Optional[float],
+                burst_bytes: Optional[int] = None) -> List[List[str]]:
   """The tc commands that shape one device's egress.
 
   Args:
@@ -284,6 +298,7 @@ def tc_commands(namespace: str, device: str, rate: Optional[str],
     device: the device.
     rate: tc rate, or None.
     delay_s: delay of this hop in seconds, or None.
+    burst_bytes: tbf's bucket in bytes; None for the default (below).
 
   Returns:
     argv lists, to run in order.
@@ -296,7 +311,8 @@ def tc_commands(namespace: str, device: str, rate: Optional[str],
   # tbf can only send `burst` bytes per timer tick; below rate/HZ it cannot
   # reach the rate. 4 ms of traffic covers HZ=250 kernels with margin, and
   # 64 KiB fits one GSO super-packet.
-  burst = max(64 * 1024, int(parse_rate(rate) / 8 * 0.004))
+  burst = (burst_bytes if burst_bytes is not None else
+           max(64 * 1024, int(parse_rate(rate) / 8 * 0.004)))
   commands = [base + ["root", "handle", "1:", "tbf", "rate", rate,
                       "burst", str(burst), "latency", _TBF_QUEUE_LATENCY]]
   if netem:
@@ -401,7 +417,8 @@ class EmulatedNetwork(cleanup.SignalGuarded):
             "eth0"])
       _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
       for namespace, device in ((ns, "eth0"), (br, port)):
-        for argv in tc_commands(namespace, device, self.link.rate, hop_delay):
+        for argv in tc_commands(namespace, device, self.link.rate, hop_delay,
+                                self.link.burst_bytes):
           _run(argv)
 
   def _add_namespace(self, name: str) -> None:
