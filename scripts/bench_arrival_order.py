@@ -27,6 +27,7 @@ from absl import app
 from absl import flags
 
 from tf_preempt.bench import arrival_worker
+from tf_preempt.bench import timeline
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
@@ -67,7 +68,7 @@ def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
   rows = [w["steps"] for w in worker_outputs]
   if len({len(r) for r in rows}) != 1:
     raise ValueError("the workers ran different numbers of steps")
-  groups: Dict[str, List[tuple]] = {}
+  groups: Dict[str, List[Dict[str, Any]]] = {}
   for i, step in enumerate(zip(*rows)):
     if len({s[0] for s in step}) != 1:
       raise ValueError(f"step {i}: the workers disagree on the late task")
@@ -75,13 +76,12 @@ def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
       continue
     late = step[0][0]
     key = "nobody" if late == arrival_worker.NOBODY else f"task {late}"
-    arrivals = [s[1] for s in step]
-    ends = [s[2] for s in step]
     groups.setdefault(key, []).append(
-        (max(ends) - max(arrivals), max(arrivals) - min(arrivals)))
+        timeline.arrival([s[1] for s in step], [s[2] for s in step]))
   return {key: {"steps": len(v),
-                "from_last_ms": statistics.median(x[0] for x in v) * 1e3,
-                "skew_ms": statistics.median(x[1] for x in v) * 1e3}
+                "from_last_ms": statistics.median(
+                    a["from_last_s"] for a in v) * 1e3,
+                "skew_ms": statistics.median(a["skew_s"] for a in v) * 1e3}
           for key, v in sorted(groups.items())}
 
 

@@ -145,14 +145,28 @@ def collective_arrivals(traces: Sequence[Mapping[str, Any]]
         if e.get("cat") == "collective" and e.get("ph") == "X"})
   out = []
   for key in sorted(set.intersection(*(set(s) for s in spans))):
-    starts = [s[key][0] for s in spans]
-    last = max(range(len(spans)), key=lambda t: starts[t])
-    out.append({"iteration": key[0], "collective_id": key[1],
-                "last_task": last,
-                "skew_s": (starts[last] - min(starts)) / 1e6,
-                "from_last_s": (max(s[key][1] for s in spans) -
-                                starts[last]) / 1e6})
+    figures = arrival([s[key][0] / 1e6 for s in spans],
+                      [s[key][1] / 1e6 for s in spans])
+    out.append({"iteration": key[0], "collective_id": key[1], **figures})
   return out
+
+
+def arrival(starts_s: Sequence[float], ends_s: Sequence[float]
+            ) -> Dict[str, Any]:
+  """Who reached one collective last, by how much, and what it cost then.
+
+  Args:
+    starts_s: each task's start of the collective, seconds on one clock.
+    ends_s: each task's end of it.
+
+  Returns:
+    {"last_task", "skew_s": the last start less the first, "from_last_s":
+    the last end less the last start}.
+  """
+  last = max(range(len(starts_s)), key=lambda t: starts_s[t])
+  return {"last_task": last,
+          "skew_s": starts_s[last] - min(starts_s),
+          "from_last_s": max(ends_s) - starts_s[last]}
 
 
 def block_skews(traces: Sequence[Mapping[str, Any]], first_step: int = 0,
