@@ -163,6 +163,11 @@ def define_flags() -> None:
                       "(leave-one-out, per K) or milliseconds.")
   flags.DEFINE_string("forward_share", "traces", "'traces' (leave-one-out), "
                       "'flops' (the FLOPs model's), or a number in (0, 1).")
+  flags.DEFINE_string("order_penalty", "auto", "The penalty of a "
+                      "collective that task 0 reaches last: 'auto' (the "
+                      "newest ARRIVAL_ORDER_GLOB runs.jsonl beside the "
+                      "results directory), 'none', or a runs.jsonl of "
+                      "scripts/bench_arrival_order.py --json.")
   flags.DEFINE_enum("reference", "median", ["median", "fastest"],
                     "Which repeat to compare with and to take compute "
                     "alone and communication alone from: the median (the "
@@ -275,6 +280,93 @@ def link_burst_seconds(rate: Optional[str]) -> float:
     return 0.0
   from tf_preempt.launch import netem  # pylint: disable=g-import-not-at-top
   return burst / (netem.parse_rate(rate) / 8)
+
+
+# Where `--order_penalty=auto` looks, beside the results directory.
+ARRIVAL_ORDER_GLOB = "*arrival-order*/runs.jsonl"
+
+
+def order_penalty_points(runs: Sequence[Dict[str, Any]]
+                         ) -> Tuple[Tuple[float, float], ...]:
+  """`ExecutionModel.order_penalty` from scripts/bench_arrival_order.py.
+
+  Args:
+    runs: its `--json` lines (two workers). A run on an emulated link with
+      the default token bucket and namespaces gives a point: the excess of
+      a rank's half of the bytes over the bucket, in seconds of traffic at
+      the link's rate, and how much longer the collective took from the
+      last arrival when task 0 was late than when nobody was (at least 0).
+      Points of one excess (runs of several `late_ms`) are averaged.
+
+  Returns:
+    The points of positive excess, sorted.
+  """
+  from tf_preempt.launch import netem  # pylint: disable=g-import-not-at-top
+  by_excess = {}
+  for run in runs:
+    rate = run.get("bandwidth")
+    groups = run.get("by_late_task") or {}
+    burst = link_burst_bytes(rate)
+    if (burst is None or run.get("burst_bytes") is not None or
+        run.get("reverse_namespaces") or
+        not {"task 0", "nobody"} <= set(groups)):
+      continue
+    excess = (run["nbytes"] / 2 - burst) / (netem.parse_rate(rate) / 8)
+    if excess <= 0:
+      continue
+    penalty = (groups["task 0"]["from_last_ms"] -
+               groups["nobody"]["from_last_ms"]) * 1e-3
+    by_excess.setdefault(round(excess, 9), []).append(max(0.0, penalty))
+  return tuple((x, statistics.fmean(v)) for x, v in sorted(by_excess.items()))
+
+
+def order_penalty_runs(results_dir: str, source: str
+                       ) -> Tuple[List[Dict[str, Any]], str]:
+  """The arrival-order runs `--order_penalty` names, and their path.
+
+  Raises:
+    ValueError: if `source` is a path that does not exist.
+  """
+  if source == "none":
+    return [], "none"
+  if source == "auto":
+    parent = os.path.dirname(os.path.abspath(results_dir))
+    found = sorted(glob.glob(os.path.join(parent, ARRIVAL_ORDER_GLOB)))
+    if not found:
+      return [], f"none: no {ARRIVAL_ORDER_GLOB} beside the directory"
+    source = found[-1]
+  if not os.path.isfile(source):
+    raise ValueError(f"order_penalty={source!r}: no such file")
+  with open(source) as f:
+    runs = [json.loads(line) for line in f if line.strip()]
+  return runs, os.path.relpath(
+      source, os.path.dirname(os.path.abspath(results_dir)))
+
+
+def late_start_share(results_dir: str, trace_names: Collection[str],
+                     unroll: int, first_step: int) -> Optional[float]:
+  """The share of blocks task 0 started late (`timeline.LATE_START_S`
+  after task 1), over the two-worker traces named (worker 0's file names)
+  of unroll `unroll`, or of any unroll if none is; None without traces."""
+  from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
+  counts = {}
+  for name in sorted(trace_names):
+    other = os.path.join(results_dir, "traces",
+                         name.replace(".worker-0.", ".worker-1."))
+    pair = [_read_json(os.path.join(results_dir, "traces", name)),
+            _read_json(other)]
+    if None in pair or os.path.isfile(other.replace(".worker-1.",
+                                                    ".worker-2.")):
+      continue
+    k = trace_unroll(name)
+    blocks = timeline.block_skews(pair, first_step=first_step, unroll=k)
+    if blocks:
+      late, total = counts.get(k, (0, 0))
+      counts[k] = (late + timeline.late_start_counts(blocks)[0],
+                   total + len(blocks))
+  chosen = ([counts[unroll]] if unroll in counts else list(counts.values()))
+  total = sum(t for _, t in chosen)
+  return sum(l for l, _ in chosen) / total if total else None
 
 
 def _collective_samples(traces: Dict[str, Dict[str, Any]]
@@ -937,7 +1029,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              block_overhead_ms: str = "traces",
              block_startup_ms: str = "traces",
              forward_share: str = "traces",
-             reference: str = "median") -> Dict[str, Any]:
+             reference: str = "median",
+             order_penalty: str = "auto") -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
@@ -953,6 +1046,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     reference: "median" (results.json's medians) or "fastest" (every
       row's fastest repeat, and the fastest compute-alone and
       communication-alone runs of details.json).
+    order_penalty: "auto", "none" or a runs.jsonl of
+      scripts/bench_arrival_order.py (`order_penalty_runs`).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -1026,6 +1121,20 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     cost, cost_source = cost_model(results_dir, results, traces, total_bytes,
                                    cost_fallback, link_burst, cpu)
   alone = execution.ExecutionModel(cpu=cpu, link_burst=link_burst)
+  # The penalty when task 0 reaches a collective last: measured with two
+  # workers on an emulated link, in seconds of traffic beyond its bucket.
+  penalty_runs, penalty_source = order_penalty_runs(results_dir,
+                                                    order_penalty)
+  penalty = order_penalty_points(penalty_runs)
+  if penalty and (setup["workers"] != 2 or not link_burst):
+    penalty, penalty_source = (), (
+        f"none: measured with 2 workers on an emulated link ("
+        f"{penalty_source}), not {setup['workers']} on "
+        f"{setup['link_rate'] or 'loopback'}")
+  elif penalty_runs and not penalty:
+    penalty_source = f"none: no run of {penalty_source} exceeds its bucket"
+  warmup = int((re.search(r"--warmup_steps[= ](\d+)",
+                          results.get("command", "")) or [0, 8])[1])
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
@@ -1115,7 +1224,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       busy = calib["small_s"] - (row_cost.alpha - cpu_part)
       if cpu_part > 0 and busy > 0:
         share = min(1.0, cpu_part / busy)
+    weight = late_start_share(
+        results_dir, set(row_of_trace) - {trace_name(name)} - disturbed,
+        unroll, warmup) if penalty else None
     model = execution.ExecutionModel(
+        order_penalty=penalty if weight else (),
+        order_penalty_weight=weight or 0.0,
         unroll=unroll, **_credit(given), cpu=row_cpu,
         comm_cpu_share=share if share is not None else 1.0,
         bytes_cpu_share=bytes_cpu_share,
@@ -1164,6 +1278,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         calibration={"forward_share": share_f, "comm_cpu_share": share,
                      "block_overhead_s": overhead,
                      "block_startup_s": startup,
+                     "task0_late_share": weight,
                      "overhead_per_tensor_s": per_tensor,
                      "trace_tail_s": calib["tail_s"],
                      "sparse_tail_s": sparse_tail,
@@ -1212,6 +1327,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),
                  "cpu_source": cpu_source,
+                 "order_penalty": [list(p) for p in penalty],
+                 "order_penalty_source": penalty_source,
                  "settings": {"cost_fallback": cost_fallback,
                               "cpu_cost": cpu_cost,
                               "comm_cpu_share": comm_cpu_share,
@@ -1219,7 +1336,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                               "block_overhead_ms": block_overhead_ms,
                               "block_startup_ms": block_startup_ms,
                               "forward_share": forward_share,
-                              "reference": reference},
+                              "reference": reference,
+                              "order_penalty": order_penalty},
                  "measured_compute_s": results["compute_s"],
                  "measured_comm_s": results["comm_s"],
                  "simulated_comm_s": float(execution.repeated_seconds(
@@ -1267,6 +1385,14 @@ def format_table(report: Dict[str, Any]) -> str:
       ("none" if cpu is None else
        f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +
       f" ({inputs['cpu_source']}).",
+      "- Penalty of a collective that task 0 reaches last (two workers; "
+      "seconds of traffic by which a rank's half exceeds the bucket -> "
+      "extra seconds, from scripts/bench_arrival_order.py): " +
+      (", ".join(f"{x * 1e3:.1f} -> {y * 1e3:.1f} ms"
+                 for x, y in inputs["order_penalty"]) or "none") +
+      f" ({inputs['order_penalty_source']}); weighted per row by the share "
+      "of blocks task 0 started late in the other rows' traces of its K "
+      "(late0).",
       "- Sparse gradients (IndexedSlices; not in the plans or the traces; "
       "all-gathered after each step's dense collectives: the row count, "
       "then rows and indices): " +
@@ -1294,8 +1420,8 @@ def format_table(report: Dict[str, Any]) -> str:
       "",
       "| row | measured ms | predicted ms | error | planner model ms | "
       "colls | plan | fwd | cpu / alpha ms | share | ovh ms | su ms | "
-      "note |",
-      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
+      "late0 | note |",
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
   ]
   for name, r in report["rows"].items():
     err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
@@ -1311,7 +1437,9 @@ def format_table(report: Dict[str, Any]) -> str:
         f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
         f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
         f"{share} | {_ms(c.get('block_overhead_s'))} | "
-        f"{_ms(c.get('block_startup_s'))} | {r.get('note', '')} |")
+        f"{_ms(c.get('block_startup_s'))} | "
+        f"{'-' if c.get('task0_late_share') is None else format(c['task0_late_share'], '.2f')}"
+        f" | {r.get('note', '')} |")
   worst = report["max_abs_error"]
   if worst is not None:
     verdict = "meets" if worst <= report["target"] else "misses"
@@ -1344,7 +1472,8 @@ def main(argv: Sequence[str]) -> None:
                       bytes_cpu_share=FLAGS.bytes_cpu_share,
                       block_overhead_ms=FLAGS.block_overhead_ms,
                       block_startup_ms=FLAGS.block_startup_ms,
-                      forward_share=FLAGS.forward_share)
+                      forward_share=FLAGS.forward_share,
+                      order_penalty=FLAGS.order_penalty)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None
          else FLAGS.out)

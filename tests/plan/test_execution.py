@@ -20,6 +20,7 @@ from tf_preempt.plan import synthetic
 from tf_preempt.plan.execution import ExecutionModel
 from tf_preempt.plan.execution import exchange_tail
 from tf_preempt.plan.execution import execute
+from tf_preempt.plan.execution import order_penalty_seconds
 from tf_preempt.plan.execution import repeated_seconds
 
 # b1 [.., +2] -> t1 (4 bytes); b0 [.., +1] -> t0 (8 bytes); f0, f1 1 s each.
@@ -543,3 +544,71 @@ def test_fixed_cpu_fifo_leaves_the_share_while_computing():
       unroll=1, max_collectives=2, cpu=cost, comm_cpu_share=0.25,
       fixed_cpu_fifo=True))
   assert ex.collective_end == [[6, 6, 15]]
+
+
+_PENALTY = ((2.0, 4.0), (6.0, 5.0))
+
+
+def test_order_penalty_seconds_interpolates_from_zero_and_stays_flat():
+  assert order_penalty_seconds(_PENALTY, -1.0) == 0
+  assert order_penalty_seconds(_PENALTY, 0.0) == 0
+  assert order_penalty_seconds(_PENALTY, 1.0) == pytest.approx(2.0)
+  assert order_penalty_seconds(_PENALTY, 4.0) == pytest.approx(4.5)
+  assert order_penalty_seconds(_PENALTY, 60.0) == pytest.approx(5.0)
+  assert order_penalty_seconds((), 3.0) == 0
+
+
+def test_order_penalty_delays_a_blocks_first_lone_collective():
+  # Credit 2. t1 (2 s of bytes, a rank's half 1 s, no bucket: excess 1 s)
+  # is released at 4, when b1 ends, alone: + 0.5 x 2 s. t0 follows at 5
+  # with t1 in flight: no penalty; its bytes queue behind t1's.
+  model = ExecutionModel(unroll=1, max_collectives=2)
+  base = execute(_DAG, _COST, _FIFO, model)
+  late = execute(_DAG, _COST, _FIFO, dataclasses.replace(
+      model, order_penalty=_PENALTY, order_penalty_weight=0.5))
+  assert base.collective_end == [[7, 11]]
+  assert late.collective_launch == base.collective_launch
+  assert late.collective_end == [[8, 12]]
+  # Weight 0, or a half that fits the bucket: nothing.
+  for other in (dataclasses.replace(model, order_penalty=_PENALTY),
+                dataclasses.replace(model, order_penalty=_PENALTY,
+                                    order_penalty_weight=1.0,
+                                    link_burst=1.0)):
+    assert (execute(_DAG, _COST, _FIFO, other).collective_end ==
+            execute(_DAG, _COST, _FIFO, dataclasses.replace(
+                other, order_penalty=())).collective_end)
+
+
+def test_order_penalty_spares_what_credit_or_an_earlier_step_releases():
+  # Credit 1: t0 is ready at 5 but released at t1's end, which both
+  # workers see at once: only t1 pays. At K=2 the second step, which
+  # starts after the first step's reductions, pays nothing either: the
+  # block is 1 s longer in both cases.
+  for unroll in (1, 2):
+    model = ExecutionModel(unroll=unroll)
+    base = execute(_DAG, _COST, _FIFO, model)
+    late = execute(_DAG, _COST, _FIFO, dataclasses.replace(
+        model, order_penalty=_PENALTY, order_penalty_weight=0.5))
+    assert late.block_time == pytest.approx(base.block_time + 1.0)
+    assert late.collective_end[0] == pytest.approx(
+        [e + 1.0 for e in base.collective_end[0]])
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"unroll": 1, "order_penalty": ((0.0, 1.0),)},
+    {"unroll": 1, "order_penalty": ((1.0, -1.0),)},
+    {"unroll": 1, "order_penalty": ((1.0, math.nan),)},
+    {"order_penalty": _PENALTY},  # needs unroll
+    {"unroll": 1, "order_penalty_weight": 1.5},
+    {"unroll": 1, "order_penalty_weight": -0.1},
+])
+def test_bad_order_penalty_is_rejected(kwargs):
+  with pytest.raises(ValueError):
+    ExecutionModel(**kwargs)
+
+
+def test_order_penalty_is_described():
+  text = ExecutionModel(unroll=1, order_penalty=_PENALTY,
+                        order_penalty_weight=0.25).describe()
+  assert "task-0-late penalty x 0.25" in text
+  assert "penalty" not in ExecutionModel(unroll=1).describe()

@@ -773,3 +773,97 @@ def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
   ddp = report["rows"]["ddp@1"]
   assert ddp["calibration"]["small_collective_s"] is None
   assert "from_disturbed_traces" not in ddp["calibration"]
+
+
+def _arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, **extra):
+  """One line of scripts/bench_arrival_order.py --json."""
+  return dict({"bandwidth": bandwidth, "nbytes": nbytes, "late_ms": 4.0,
+               "by_late_task": {
+                   "nobody": {"steps": 29, "from_last_ms": nobody_ms},
+                   "task 0": {"steps": 21, "from_last_ms": task0_ms},
+                   "task 1": {"steps": 20, "from_last_ms": nobody_ms}}},
+              **extra)
+
+
+def test_order_penalty_points_from_arrival_order_runs():
+  validate_sim = scripts.load_script("validate_sim")
+  runs = [
+      # A rank's half, 1.63 MB, exceeds 2 Gbit/s's 1 MB bucket by 2.52 ms
+      # of traffic; two runs of that excess are averaged (3.6 and 4.4).
+      _arrival_run("2gbit", 3_260_000, 16.6, 13.0),
+      dict(_arrival_run("2gbit", 3_260_000, 17.7, 13.3), late_ms=16.0),
+      # Fits the bucket: no point. Task 0 faster: a point at 0.
+      _arrival_run("2gbit", 1_048_576, 3.5, 3.6),
+      _arrival_run("200mbit", 1_048_576, 42.0, 42.7),
+      # Not the default link: left out.
+      _arrival_run("200mbit", 3_260_000, 99.0, 1.0, burst_bytes=4_000_000),
+      _arrival_run("200mbit", 3_260_000, 99.0, 1.0, reverse_namespaces=True),
+      _arrival_run(None, 3_260_000, 8.4, 7.4),
+      {"bandwidth": "2gbit", "nbytes": 3_260_000, "by_late_task": {}},
+  ]
+  assert validate_sim.order_penalty_points(runs) == (
+      (pytest.approx(2.52e-3), pytest.approx(4.0e-3)),
+      (pytest.approx((524_288 - 100_000) / 25e6), 0.0))
+
+
+def _skewed_traces(path, stem, late_us_by_batch):
+  """Worker 0's and 1's traces of row `stem`: one block per batch, worker
+  0 starting it late_us_by_batch[batch] after worker 1; one collective."""
+  for task in (0, 1):
+    events = []
+    for i, (batch, late_us) in enumerate(sorted(late_us_by_batch.items())):
+      start = i * 100_000.0 + (late_us if task == 0 else 0.0)
+      events.append({"name": f"block {batch}", "cat": "compute", "ph": "X",
+                     "ts": start, "dur": 90_000.0, "args": {"batch": batch}})
+      events.append(_collective(batch, 0, 1 << 20, start + 50_000,
+                                start + 50_000, 30_000.0))
+    trace = _trace(events, [])
+    (path / "traces" / f"{stem}.worker-{task}.json").write_text(
+        json.dumps(trace))
+
+
+def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  bench = tmp_path / "bench"
+  os.makedirs(bench / "traces")
+  (bench / "results.json").write_text(json.dumps({
+      "schedulers": {"tf_default@1": _row(0.30), "horovod@1": _row(0.28),
+                     "pace@2": dict(_row(0.22), unroll=2)},
+      "compute_s": 0.12, "comm_s": 0.15, "lower_bound_s": 0.15,
+      "command": "scripts/bench.py --model=vgg_small --workers=2 "
+                 "--batch_size=8 --bandwidth=2gbit --warmup_steps=4",
+      "machine": "made up"}))
+  # horovod@1: task 0 starts 3 of the 4 timed blocks (batch >= 4) more
+  # than 1 ms late; the warm-up block (batch 3) does not count.
+  _skewed_traces(bench, "horovod_k1", {3: 5000, 4: 3000, 5: 2000, 6: 500,
+                                       7: 1500})
+  os.makedirs(tmp_path / "2026-12-03-arrival-order")
+  (tmp_path / "2026-12-03-arrival-order" / "runs.jsonl").write_text(
+      json.dumps(_arrival_run("2gbit", 3_260_000, 16.6, 13.0)) + "\n")
+  with_penalty = validate_sim.validate(str(bench))
+  without = validate_sim.validate(str(bench), order_penalty="none")
+  inputs = with_penalty["inputs"]
+  assert inputs["order_penalty_source"] == (
+      "2026-12-03-arrival-order/runs.jsonl")
+  assert inputs["order_penalty"] == [[pytest.approx(2.52e-3),
+                                      pytest.approx(3.6e-3)]]
+  assert without["inputs"]["order_penalty"] == []
+  rows, base = with_penalty["rows"], without["rows"]
+  # tf_default@1 learns the share from horovod@1 (the other K=1 row),
+  # pace@2 too (no other K=2 row); its one all-reduce of every gradient
+  # after the backward pass (a rank's half far beyond the bucket at this
+  # cost: the last point) is on the critical path.
+  assert rows["tf_default@1"]["calibration"]["task0_late_share"] == 0.75
+  assert rows["pace@2"]["calibration"]["task0_late_share"] == 0.75
+  assert (rows["tf_default@1"]["predicted_s"] -
+          base["tf_default@1"]["predicted_s"]) == pytest.approx(
+              0.75 * 3.6e-3, rel=1e-6)
+  assert "task-0-late penalty x 0.75" in rows["tf_default@1"]["model"]
+  # horovod@1 has no other row to learn from: no penalty.
+  assert rows["horovod@1"]["calibration"]["task0_late_share"] is None
+  assert (rows["horovod@1"]["predicted_s"] ==
+          base["horovod@1"]["predicted_s"])
+  assert "3.6 ms (2026-12-03-arrival-order" in validate_sim.format_table(
+      with_penalty)
+  with pytest.raises(ValueError, match="no such file"):
+    validate_sim.validate(str(bench), order_penalty=str(tmp_path / "nope"))

@@ -68,13 +68,32 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   `alpha + beta * n * b / 2`, a whole collective's fixed cost included
   (gRPC's fixed cost is per launch).
 
+- **Arrival order (two workers).** The model is one worker, but with two
+  TensorFlow's ring is slower when task 0 (rank 0) reaches a collective
+  after its peer: rank 0 then serves the peer's pending pull first, and
+  its own request waits behind the reply's bytes in its link's queue
+  (`scripts/bench_arrival_order.py`, which measured it). That costs
+  nothing while a rank's half of the bytes fits the link's token bucket
+  and a few milliseconds beyond it. Task 0 is the late one at the start
+  of a block more often than not (stock Keras reduces the logs after each
+  block, and rank 0 leaves that last). The model adds the measured
+  penalty, as a function of the seconds of traffic by which a rank's half
+  exceeds the bucket (`order_penalty`, interpolated linearly from 0 at
+  0), times the probability that task 0 starts the block late
+  (`order_penalty_weight`), to the fixed cost of each collective of a
+  block's first step that is released with nothing else in flight (the
+  peer waits for it; later steps start together after the previous
+  step's reductions) as soon as its gradients are ready (one released
+  when a collective's end frees the credit is released by both workers
+  at once).
+
 Pure numpy, an event-driven simulation; for validation and what-ifs, not
 for the planner's inner loop.
 """
 
 import dataclasses
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from tf_preempt.plan import cost as cost_lib
 from tf_preempt.plan import dag as dag_lib
@@ -139,6 +158,14 @@ class ExecutionModel:
       CPU part before the second, as the traces show, and a chain of
       small collectives end one every CPU part. While compute runs the
       per-collective share applies either way.
+    order_penalty: points (excess, seconds), excess > 0 in seconds of
+      traffic at the link's rate by which a rank's half of a collective's
+      bytes (two workers: `beta * bytes / 2`) exceeds `link_burst`,
+      seconds the collective takes longer when task 0 reaches it last;
+      interpolated linearly from (0, 0), flat beyond the last point
+      (module doc). Empty: no penalty. Needs `unroll`.
+    order_penalty_weight: the probability, in [0, 1], that task 0 starts
+      a block late, by which the penalty is weighted.
   """
   unroll: Optional[int] = None
   max_collectives: int = 1
@@ -151,6 +178,8 @@ class ExecutionModel:
   workers: Optional[int] = None
   link_burst: float = 0.0
   fixed_cpu_fifo: bool = False
+  order_penalty: Tuple[Tuple[float, float], ...] = ()
+  order_penalty_weight: float = 0.0
 
   def __post_init__(self):
     if self.unroll is not None and (not isinstance(self.unroll, int) or
@@ -189,6 +218,18 @@ class ExecutionModel:
     if not isinstance(self.fixed_cpu_fifo, bool):
       raise ValueError(f"fixed_cpu_fifo={self.fixed_cpu_fifo!r} must be a "
                        "bool.")
+    for point in self.order_penalty:
+      if (len(point) != 2 or not all(math.isfinite(v) for v in point) or
+          point[0] <= 0 or point[1] < 0):
+        raise ValueError(f"order_penalty={self.order_penalty!r} must be "
+                         "points (excess > 0, seconds >= 0).")
+    if self.order_penalty and self.unroll is None:
+      raise ValueError("order_penalty needs unroll: it applies to a "
+                       "block's first step.")
+    if not (math.isfinite(self.order_penalty_weight) and
+            0 <= self.order_penalty_weight <= 1):
+      raise ValueError(f"order_penalty_weight={self.order_penalty_weight!r}"
+                       " must be in [0, 1].")
 
   def describe(self) -> str:
     """One line naming the settings, for reports."""
@@ -222,6 +263,9 @@ class ExecutionModel:
     if self.link_burst:
       parts.append(f"link token bucket of {self.link_burst * 1e3:.3f} ms "
                    "of traffic")
+    if self.order_penalty and self.order_penalty_weight:
+      parts.append(f"task-0-late penalty x {self.order_penalty_weight:.2f} "
+                   "on a block's first collectives released alone")
     return "; ".join(parts)
 
 
@@ -272,7 +316,7 @@ class _Collective:
 
   __slots__ = ("step", "index", "nbytes", "cpu_s", "latency_s", "bytes_s",
                "f_bytes", "gates", "waiting", "stage", "left", "launch",
-               "end", "gated", "then")
+               "end", "gated", "then", "ready")
 
   def __init__(self, step, index, nbytes, cpu_s, latency_s, bytes_s, f_bytes,
                gates, waiting, gated=True):
@@ -286,6 +330,19 @@ class _Collective:
     self.stage = None
     self.left = 0.0
     self.launch = self.end = None
+    self.ready = 0.0  # when its producers had all ended
+
+
+def order_penalty_seconds(points: Sequence[Tuple[float, float]],
+                          excess: float) -> float:
+  """`ExecutionModel.order_penalty` at `excess` (0 at or below 0)."""
+  if excess <= 0 or not points:
+    return 0.0
+  known = [(0.0, 0.0)] + sorted(points)
+  for (x0, y0), (x1, y1) in zip(known, known[1:]):
+    if excess <= x1:
+      return y0 + (y1 - y0) * (excess - x0) / (x1 - x0)
+  return known[-1][1]
 
 
 def _water_fill(demands: List[float], available: float) -> List[float]:
@@ -453,6 +510,7 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
             resolve((s + 1, j))
     for coll in by_producer.get(key, ()):
       coll.waiting -= 1
+      coll.ready = now
 
   def advance(coll, now):
     """Moves `coll` past every stage of zero work left; True if it moved."""
@@ -500,6 +558,14 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
              model.max_bytes)):
           break
         coll.launch = t
+        if (coll.gated and coll.step == 0 and not in_flight and
+            coll.ready == t):
+          # Released by its own gradient (not by credit that a collective's
+          # end, which both workers see at once, freed) onto an idle link
+          # in a block's first step: the peer, ahead since the block's
+          # start, may be waiting for it.
+          coll.latency_s += model.order_penalty_weight * order_penalty_seconds(
+              model.order_penalty, coll.bytes_s / 2 - model.link_burst)
         coll.stage, coll.left = "cpu", coll.cpu_s
         in_flight.append(coll)
         next_release += 1
