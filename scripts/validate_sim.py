@@ -284,6 +284,8 @@ def link_burst_seconds(rate: Optional[str]) -> float:
 
 # Where `--order_penalty=auto` looks, beside the results directory.
 ARRIVAL_ORDER_GLOB = "*arrival-order*/runs.jsonl"
+# Where `--cpu_cost=auto` looks first: scripts/bench_contention.py --out.
+CONTENTION_GLOB = "*contention*/cpu_cost.json"
 
 
 def order_penalty_points(runs: Sequence[Dict[str, Any]]
@@ -605,6 +607,12 @@ def issued_tensors(dag, plan, workers: Optional[int]) -> List[set]:
     sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
   issued = [{p.tensor for p in c.pieces} - sparse for c in plan.collectives]
   return [tensors for tensors in issued if tensors]
+
+
+def per_tensor_collectives(dag, plan) -> bool:
+  """Whether `plan` issues a collective per dense tensor or more (chunks,
+  as priority and bytescheduler do) rather than fusing tensors."""
+  return _dense_collectives(dag, plan) >= len(_dense(dag))
 
 
 def _dense_collectives(dag, plan) -> int:
@@ -947,14 +955,18 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
     setup: its `_setup`.
     cost: its cost model of a collective alone.
     total_bytes: the model's gradient bytes.
-    source: "none"; "auto" (this directory's `cost` if its link is
-      CPU-bound, else the fastest CPU-bound sibling directory of the same
-      worker count, else none); or a results directory or a
-      cost_model.json measured on a CPU-bound link.
+    source: "none"; "auto" (the newest `contention_cost` of the
+      directory's link and worker count beside it; else this directory's
+      `cost` if its link is CPU-bound, else the fastest CPU-bound sibling
+      directory of the same worker count, else none); or a results
+      directory or a cost_model.json measured on a CPU-bound link, or a
+      cpu_cost.json of scripts/bench_contention.py.
 
   Returns:
-    The collective's time alone on a CPU-bound link, all of it taken as
-    CPU work (an upper bound), or None; and a description.
+    The CPU cost: measured as the compute's loss to a concurrent
+    collective (a contention cpu_cost.json), or the collective's time
+    alone on a CPU-bound link, all of it taken as CPU work (an upper
+    bound), or None; and a description.
 
   Raises:
     ValueError: if `source` is a path with neither file.
@@ -963,6 +975,8 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
   if source == "none":
     return None, "none (communication takes no compute time)"
   if source == "auto":
+    source = contention_cost(results_dir, setup)
+  if source == "auto" or source is None:
     link = setup.get("link_bits_per_s")
     if link is not None and link >= CPU_BOUND_BITS_PER_S:
       return cost, "this directory's own cost model (CPU-bound link)"
@@ -984,6 +998,21 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
                              total_bytes),
           f"{os.path.dirname(name)}: alpha {alpha * 1e3:.1f} ms (testbed), "
           "beta from its comm_s")
+
+
+def contention_cost(results_dir: str, setup: Dict[str, Any]
+                    ) -> Optional[str]:
+  """The newest `CONTENTION_GLOB` beside `results_dir` measured on its
+  link rate with its worker count (bench_contention runs 2), or None."""
+  parent = os.path.dirname(os.path.abspath(results_dir))
+  rate = setup.get("link_bits_per_s")
+  if rate is None or setup.get("workers") != 2:
+    return None
+  found = [path for path in sorted(glob.glob(os.path.join(
+      parent, CONTENTION_GLOB)))
+           if link_bits_per_s((_read_json(path) or {}).get("bandwidth") or
+                              "") == rate]
+  return found[-1] if found else None
 
 
 def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
@@ -1224,9 +1253,17 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       busy = calib["small_s"] - (row_cost.alpha - cpu_part)
       if cpu_part > 0 and busy > 0:
         share = min(1.0, cpu_part / busy)
-    weight = late_start_share(
-        results_dir, set(row_of_trace) - {trace_name(name)} - disturbed,
-        unroll, warmup) if penalty else None
+    weight = None
+    if penalty:
+      # Task 0's late starts depend on how the plan ends a block: chains
+      # of one collective per tensor keep the workers together.
+      others = set(row_of_trace) - {trace_name(name)} - disturbed
+      kind = per_tensor_collectives(dag, plan)
+      alike = {t for t in others
+               if per_tensor_collectives(dag, ran[t][0]) == kind}
+      weight = late_start_share(results_dir, alike, unroll, warmup)
+      if weight is None:
+        weight = late_start_share(results_dir, others, unroll, warmup)
     model = execution.ExecutionModel(
         order_penalty=penalty if weight else (),
         order_penalty_weight=weight or 0.0,

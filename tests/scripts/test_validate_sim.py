@@ -828,6 +828,7 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
   os.makedirs(bench / "traces")
   (bench / "results.json").write_text(json.dumps({
       "schedulers": {"tf_default@1": _row(0.30), "horovod@1": _row(0.28),
+                     "priority@1": _row(0.40),
                      "pace@2": dict(_row(0.22), unroll=2)},
       "compute_s": 0.12, "comm_s": 0.15, "lower_bound_s": 0.15,
       "command": "scripts/bench.py --model=vgg_small --workers=2 "
@@ -837,6 +838,8 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
   # than 1 ms late; the warm-up block (batch 3) does not count.
   _skewed_traces(bench, "horovod_k1", {3: 5000, 4: 3000, 5: 2000, 6: 500,
                                        7: 1500})
+  # priority@1 (one collective per tensor) keeps the workers together.
+  _skewed_traces(bench, "priority_k1", {4: 0, 5: 200, 6: 0, 7: 0})
   os.makedirs(tmp_path / "2026-12-03-arrival-order")
   (tmp_path / "2026-12-03-arrival-order" / "runs.jsonl").write_text(
       json.dumps(_arrival_run("2gbit", 3_260_000, 16.6, 13.0)) + "\n")
@@ -849,21 +852,51 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
                                       pytest.approx(3.6e-3)]]
   assert without["inputs"]["order_penalty"] == []
   rows, base = with_penalty["rows"], without["rows"]
-  # tf_default@1 learns the share from horovod@1 (the other K=1 row),
-  # pace@2 too (no other K=2 row); its one all-reduce of every gradient
+  # tf_default@1 learns the share from horovod@1 (the other K=1 row that
+  # fuses tensors; priority@1's are not alike), pace@2 too (no other K=2
+  # row); priority@1 from the others, none of its kind: horovod@1's.
+  # tf_default@1's one all-reduce of every gradient
   # after the backward pass (a rank's half far beyond the bucket at this
   # cost: the last point) is on the critical path.
   assert rows["tf_default@1"]["calibration"]["task0_late_share"] == 0.75
   assert rows["pace@2"]["calibration"]["task0_late_share"] == 0.75
+  assert rows["priority@1"]["calibration"]["task0_late_share"] == 0.75
   assert (rows["tf_default@1"]["predicted_s"] -
           base["tf_default@1"]["predicted_s"]) == pytest.approx(
               0.75 * 3.6e-3, rel=1e-6)
   assert "task-0-late penalty x 0.75" in rows["tf_default@1"]["model"]
-  # horovod@1 has no other row to learn from: no penalty.
-  assert rows["horovod@1"]["calibration"]["task0_late_share"] is None
+  # horovod@1 learns from priority@1 (no other fused row): never late.
+  assert rows["horovod@1"]["calibration"]["task0_late_share"] == 0
   assert (rows["horovod@1"]["predicted_s"] ==
           base["horovod@1"]["predicted_s"])
   assert "3.6 ms (2026-12-03-arrival-order" in validate_sim.format_table(
       with_penalty)
   with pytest.raises(ValueError, match="no such file"):
     validate_sim.validate(str(bench), order_penalty=str(tmp_path / "nope"))
+
+
+def test_cpu_cost_from_a_contention_measurement_of_the_same_link(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  _bench_dir(tmp_path / "slow", "200mbit")
+  _bench_dir(tmp_path / "fast", "2gbit", comm_s=0.02)
+  for name, rate, beta in (("a-contention-200mbit", "200mbit", 6e-9),
+                           ("b-contention-2gbit", "2gbit", 3e-9)):
+    os.makedirs(tmp_path / name)
+    (tmp_path / name / "cpu_cost.json").write_text(json.dumps(
+        {"alpha": 1e-3, "beta": beta, "bandwidth": rate}))
+  slow = validate_sim.validate(str(tmp_path / "slow"))["inputs"]
+  assert slow["cpu_cost"] == {"alpha": 1e-3, "beta": 6e-9}
+  assert slow["cpu_source"] == "a-contention-200mbit/cpu_cost.json"
+  # On the CPU-bound link too it wins over the directory's own cost; the
+  # cost alone is then refitted with the token bucket.
+  fast = validate_sim.validate(str(tmp_path / "fast"))["inputs"]
+  assert fast["cpu_cost"] == {"alpha": 1e-3, "beta": 3e-9}
+  assert not fast["link"]["cpu_bound"]
+  # Another worker count: not this ring.
+  _bench_dir(tmp_path / "four", "2gbit", workers=4)
+  four = validate_sim.validate(str(tmp_path / "four"))["inputs"]
+  assert "contention" not in four["cpu_source"]
+  # Named explicitly, from anywhere.
+  named = validate_sim.validate(str(tmp_path / "fast"), cpu_cost=str(
+      tmp_path / "a-contention-200mbit" / "cpu_cost.json"))["inputs"]
+  assert named["cpu_cost"]["beta"] == 6e-9

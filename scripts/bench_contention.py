@@ -1,0 +1,189 @@
+r"""How much core does an all-reduce take from the compute it overlaps?
+
+  python scripts/bench_contention.py [--bandwidth 2gbit]
+      [--sizes 200000,1000000,2100000,3260000] [--out DIR] [--json]
+
+Launches two workers of `tf_preempt.bench.contention_worker` (stock
+MultiWorkerMirroredStrategy, RING) over the emulated link, each pinned to its
+core as in the benchmarks, once per size. In every round each worker runs a
+chain of matmuls alone, one all-reduce alone, and the two at once. Per size
+it prints the medians over the rounds after the warm-up (of both workers):
+the chain alone, the all-reduce alone, and, together, how much longer the
+chain took (the core the collective took from it: its gRPC threads and the
+kernel's network work) and when the collective ended. Then the least-squares
+line of that loss against the bytes: the CPU cost of a collective while
+compute runs, which `scripts/validate_sim.py --cpu_cost=DIR/cpu_cost.json`
+(and `--cpu_cost=auto`, from a directory named *contention* beside the
+results) takes. `--out DIR` writes runs.jsonl (one line per size) and
+cpu_cost.json there. Prints numbers only; nothing here is asserted.
+"""
+
+import json
+import os
+import statistics
+import sys
+from typing import Any, Dict, List, Mapping, Sequence
+
+from absl import app
+from absl import flags
+
+from tf_preempt.bench import contention_worker
+from tf_preempt.launch import launcher
+from tf_preempt.launch import netem
+
+
+def define_flags() -> None:
+  flags.DEFINE_string("bandwidth", "2gbit", "Emulated link rate (tc tbf, "
+                      "root); empty for loopback.")
+  flags.DEFINE_list("sizes", ["200000", "1000000", "2100000", "3260000"],
+                    "Bytes of the all-reduce, one launch each.")
+  flags.DEFINE_integer("ops", 60, "Matmuls in the compute chain.")
+  flags.DEFINE_integer("matrix", 330, "Side of the chain's matrices (330: "
+                       "about 0.5 ms a matmul here, the benchmark model's "
+                       "op size).")
+  flags.DEFINE_integer("rounds", 40, "Rounds per size, the warm-up "
+                       "included.")
+  flags.DEFINE_integer("warmup_rounds", 8, "Rounds left out of the medians.")
+  flags.DEFINE_float("timeout_s", 600.0, "Time limit of each launch.")
+  flags.DEFINE_string("out", None, "Write runs.jsonl and cpu_cost.json "
+                      "here.")
+  flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+
+
+def summarize(worker_outputs: Sequence[Mapping[str, Any]],
+              warmup_rounds: int) -> Dict[str, float]:
+  """Medians over the rounds after the warm-up, over both workers.
+
+  Args:
+    worker_outputs: each worker's JSON line (`contention_worker`).
+    warmup_rounds: leading rounds left out.
+
+  Returns:
+    {"compute_ms": the chain alone, "comm_ms": the all-reduce alone,
+    "loss_ms": the chain together less the chain alone in the same round,
+    "comm_end_ms": the all-reduce's end together, from the start,
+    "rounds": rounds per worker used}.
+
+  Raises:
+    ValueError: if the workers ran different numbers of rounds or none
+      are left after the warm-up.
+  """
+  rounds = [w["rounds"] for w in worker_outputs]
+  if len({len(r) for r in rounds}) != 1:
+    raise ValueError("the workers ran different numbers of rounds")
+  used = [r[warmup_rounds:] for r in rounds]
+  if not used[0]:
+    raise ValueError(f"no rounds after {warmup_rounds} warm-up rounds")
+  figures: Dict[str, List[float]] = {"compute_ms": [], "comm_ms": [],
+                                     "loss_ms": [], "comm_end_ms": []}
+  for worker in used:
+    for row in worker:
+      compute = row["compute"][1] - row["compute"][0]
+      figures["compute_ms"].append(compute * 1e3)
+      figures["comm_ms"].append((row["comm"][2] - row["comm"][0]) * 1e3)
+      both = row["both"]
+      figures["loss_ms"].append((both[1] - both[0] - compute) * 1e3)
+      figures["comm_end_ms"].append((both[2] - both[0]) * 1e3)
+  out = {k: statistics.median(v) for k, v in figures.items()}
+  out["rounds"] = len(used[0])
+  return out
+
+
+def fit_cpu_cost(rows: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+  """The CPU cost of a collective while compute runs, from the losses.
+
+  The per-byte cost is the slope of the least-squares line of the
+  compute's loss against the bytes; the fixed cost is what the smallest
+  collective's loss leaves after its bytes' part. (The line's own
+  intercept is not the fixed cost: bytes that fit the link's token
+  bucket cost the core less than bytes held to the rate, so the large
+  sizes, which steer the line, are steeper than the small ones and the
+  line meets 0 bytes below the small sizes' fixed part: 0.56 ms against
+  0.99 at 2 Gbit/s here, where the traces' small collectives show a
+  fixed CPU part of 0.94-1.28 ms.)
+
+  Args:
+    rows: one per size, {"nbytes", "loss_ms", ...} (`summarize` plus the
+      size), at least two sizes.
+
+  Returns:
+    {"alpha": seconds, "beta": seconds per byte, "samples": {bytes:
+    seconds}, "source"}: a `tf_preempt.plan.CostModel` dict (both at
+    least 0).
+
+  Raises:
+    ValueError: with fewer than two sizes.
+  """
+  from tf_preempt.plan import cost as cost_lib  # pylint: disable=g-import-not-at-top
+  sizes = sorted({r["nbytes"] for r in rows})
+  if len(sizes) < 2:
+    raise ValueError("the fit needs at least two sizes")
+  slope = cost_lib.CostModel.fit([r["nbytes"] for r in rows],
+                                 [r["loss_ms"] * 1e-3 for r in rows]).beta
+  smallest = min(rows, key=lambda r: r["nbytes"])
+  fixed = max(0.0, smallest["loss_ms"] * 1e-3 - slope * smallest["nbytes"])
+  return dict(alpha=fixed, beta=slope, samples={
+      str(r["nbytes"]): r["loss_ms"] * 1e-3 for r in rows}, source=(
+          "scripts/bench_contention.py: the time a chain of matmuls on the "
+          "worker's core lost to one concurrent all-reduce (2 workers, "
+          "stock MultiWorkerMirroredStrategy, RING); per byte: the "
+          "least-squares slope over the sizes; fixed: the smallest size's "
+          "loss less its bytes' part"))
+
+
+def main(argv: Sequence[str]) -> int:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  try:
+    sizes = [int(s) for s in f.sizes]
+  except ValueError:
+    raise app.UsageError(f"--sizes must be integers, got {f.sizes}") from None
+  if (not sizes or min(sizes) < 4 or f.ops < 1 or f.matrix < 1 or
+      f.warmup_rounds >= f.rounds):
+    raise app.UsageError("--sizes must be at least 4 bytes each, --ops and "
+                         "--matrix positive, --warmup_rounds fewer than "
+                         "--rounds")
+  link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
+  rows = []
+  for nbytes in sizes:
+    command = [sys.executable, "-m", "tf_preempt.bench.contention_worker",
+               f"--nbytes={nbytes}", f"--ops={f.ops}",
+               f"--matrix={f.matrix}", f"--rounds={f.rounds}"]
+    try:
+      outputs = launcher.launch_for_stats(command, 2, link=link,
+                                          timeout_s=f.timeout_s,
+                                          **launcher.MEASUREMENT_WORKER)
+      row = summarize(outputs, f.warmup_rounds)
+    except (RuntimeError, ValueError, netem.EmulationUnavailable) as e:
+      print(f"bench_contention: {e}", file=sys.stderr)
+      return 1
+    rows.append(dict(bandwidth=f.bandwidth or None, nbytes=nbytes, ops=f.ops,
+                     matrix=f.matrix, **row))
+  cpu = fit_cpu_cost(rows) if len(set(sizes)) >= 2 else None
+  if f.out:
+    os.makedirs(f.out, exist_ok=True)
+    with open(os.path.join(f.out, "runs.jsonl"), "w") as out:
+      out.writelines(json.dumps(r) + "\n" for r in rows)
+    if cpu is not None:
+      with open(os.path.join(f.out, "cpu_cost.json"), "w") as out:
+        json.dump(dict(cpu, bandwidth=f.bandwidth or None), out, indent=1)
+  if f.json:
+    print(json.dumps({"rows": rows, "cpu_cost": cpu}))
+    return 0
+  where = link.describe() if link else "loopback"
+  print(f"2 workers, {where}; chain of {f.ops} matmuls of {f.matrix}^2")
+  for r in rows:
+    print(f"  {r['nbytes']:>9d} B: chain alone {r['compute_ms']:.2f} ms, "
+          f"all-reduce alone {r['comm_ms']:.2f} ms; together the chain "
+          f"lost {r['loss_ms']:.2f} ms and the all-reduce ended at "
+          f"{r['comm_end_ms']:.2f} ms")
+  if cpu is not None:
+    print(f"CPU cost while computing: {cpu['alpha'] * 1e3:.3f} ms + "
+          f"{cpu['beta'] * 1e9:.3f} ns/B")
+  return 0
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
