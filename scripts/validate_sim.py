@@ -31,8 +31,8 @@ the row being predicted:
   cost of a large one hides behind its bytes, a small one's bytes pass in
   a burst), so cost_model.json's samples are refitted with the bucket
   (`fit_alone`) and comm_s gives beta through it; not where the CPU cost
-  is the collective's own (a CPU-bound link: the bucket cannot speed
-  bytes that need the whole core at the rate).
+  is the collective's own (the old upper bound below: the bucket cannot
+  speed bytes that need the whole core at the rate).
 - The link: the rate of the command's --bandwidth (else the "link rate"
   of results.json's machine line) and the burst of the token bucket (tc
   tbf) that `tf_preempt.launch.netem` gives that rate (4 ms of traffic at
@@ -60,14 +60,25 @@ the row being predicted:
   - link_burst: the link's token bucket (above);
   - credit: the row's --credit_collectives / --credit_bytes, else the
     runtime's default on CPUs (2 collectives in flight);
-  - CPU cost of a collective on the compute core (--cpu_cost): the cost
-    model of a directory whose link is fast enough that communication is
+  - CPU cost of a collective on the compute core (--cpu_cost): what a
+    concurrent all-reduce took from a chain of matmuls on the worker's
+    core, measured on the directory's link by scripts/bench_contention.py
+    (the newest CONTENTION_GLOB beside the directory with its rate; 2
+    workers); without one, the old upper bound: the cost model of a
+    directory whose link is fast enough that communication looked
     CPU-bound (>= 1 Gbit/s; the directory itself, or the fastest such
-    sibling with the same worker count, any model: the CPU cost is the
-    machine's): all of a collective's time alone there is taken as CPU
-    work; on an idle core the fixed CPU work of the collectives in flight
-    is served one at a time in release order (`fixed_cpu_fifo`; the CPU
-    part below is measured as exactly that);
+    sibling with the same worker count), all of a collective's time alone
+    there taken as CPU work. On an idle core the fixed CPU work of the
+    collectives in flight is served one at a time in release order
+    (`fixed_cpu_fifo`; the CPU part below is measured as exactly that);
+  - the arrival-order penalty (--order_penalty; 2 workers on an emulated
+    link): how much longer a stock all-reduce takes when task 0 reaches
+    it last, measured by scripts/bench_arrival_order.py (the newest
+    ARRIVAL_ORDER_GLOB beside the directory), against the seconds of
+    traffic by which a rank's half exceeds the bucket; weighted by the
+    share of blocks task 0 started late (`late_start_share`) in both
+    workers' traces of the other rows of the row's K and kind (fused, or
+    one collective per tensor: `per_tensor_collectives`);
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
     per-block overhead after the barrier (--block_overhead_ms), the
@@ -150,8 +161,9 @@ def define_flags() -> None:
                     "Cost model without cost_model.json: alpha GRPC_ALPHA_S "
                     "and beta from comm_s, or a fit over the traces.")
   flags.DEFINE_string("cpu_cost", "auto", "CPU cost of a collective: "
-                      "'auto', 'none', or a results directory / "
-                      "cost_model.json measured on a CPU-bound link.")
+                      "'auto', 'none', a cpu_cost.json of "
+                      "scripts/bench_contention.py, or a results directory "
+                      "/ cost_model.json measured on a CPU-bound link.")
   flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
                       "or a number in (0, 1].")
   flags.DEFINE_float("bytes_cpu_share", 1.0, "Share of the core the "
@@ -165,8 +177,8 @@ def define_flags() -> None:
                       "'flops' (the FLOPs model's), or a number in (0, 1).")
   flags.DEFINE_string("order_penalty", "auto", "The penalty of a "
                       "collective that task 0 reaches last: 'auto' (the "
-                      "newest ARRIVAL_ORDER_GLOB runs.jsonl beside the "
-                      "results directory), 'none', or a runs.jsonl of "
+                      f"newest {ARRIVAL_ORDER_GLOB} beside the results "
+                      "directory), 'none', or a runs.jsonl of "
                       "scripts/bench_arrival_order.py --json.")
   flags.DEFINE_enum("reference", "median", ["median", "fastest"],
                     "Which repeat to compare with and to take compute "
@@ -213,12 +225,6 @@ def _worker0_traces(results_dir: str) -> Dict[str, Dict[str, Any]]:
 def _setup(results: Dict[str, Any], traces: Dict[str, Dict[str, Any]]
            ) -> Dict[str, Any]:
   """Model, workers, global batch and link of the benchmark."""
-  command = results.get("command", "")
-
-  def flag(name, default):
-    m = re.search(rf"--{name}[= ](\S+)", command)
-    return m.group(1) if m else default
-
   rate = link_rate(results)
   link = {"link_rate": rate, "link_bits_per_s": link_bits_per_s(rate or ""),
           "link_burst_s": link_burst_seconds(rate)}
@@ -229,11 +235,18 @@ def _setup(results: Dict[str, Any], traces: Dict[str, Dict[str, Any]]
               "global_batch_size": int(stats["global_batch_size"]),
               "source": "trace metadata", **link}
   # The defaults of scripts/bench.py.
-  return {"model": flag("model", "vgg_small"),
-          "workers": int(flag("workers", 2)),
-          "global_batch_size": int(flag("batch_size", 48)),
+  return {"model": command_flag(results, "model", "vgg_small"),
+          "workers": int(command_flag(results, "workers", "2")),
+          "global_batch_size": int(command_flag(results, "batch_size", "48")),
           "source": "results.json command (bench.py defaults where absent)",
           **link}
+
+
+def command_flag(results: Dict[str, Any], name: str, default: str) -> str:
+  """The value of --`name` in results.json's bench.py command, or
+  `default`."""
+  m = re.search(rf"--{name}[= ](\S+)", results.get("command", ""))
+  return m.group(1) if m else default
 
 
 def link_rate(results: Dict[str, Any]) -> Optional[str]:
@@ -1162,8 +1175,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         f"{setup['link_rate'] or 'loopback'}")
   elif penalty_runs and not penalty:
     penalty_source = f"none: no run of {penalty_source} exceeds its bucket"
-  warmup = int((re.search(r"--warmup_steps[= ](\d+)",
-                          results.get("command", "")) or [0, 8])[1])
+  # The blocks after the warm-up (bench.py's default warm-up).
+  warmup = int(command_flag(results, "warmup_steps", "8"))
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
@@ -1429,7 +1442,7 @@ def format_table(report: Dict[str, Any]) -> str:
                  for x, y in inputs["order_penalty"]) or "none") +
       f" ({inputs['order_penalty_source']}); weighted per row by the share "
       "of blocks task 0 started late in the other rows' traces of its K "
-      "(late0).",
+      "and kind, fused or one collective per tensor (late0).",
       "- Sparse gradients (IndexedSlices; not in the plans or the traces; "
       "all-gathered after each step's dense collectives: the row count, "
       "then rows and indices): " +
@@ -1467,6 +1480,8 @@ def format_table(report: Dict[str, Any]) -> str:
            f"{c['forward_share']:.2f}")
     share = ("-" if c.get("comm_cpu_share") is None else
              f"{c['comm_cpu_share']:.3f}")
+    late = ("-" if c.get("task0_late_share") is None else
+            f"{c['task0_late_share']:.2f}")
     lines.append(
         f"| {name} | {r['measured_s'] * 1e3:.1f} | {_ms(r['predicted_s'])} "
         f"| {err} | {_ms(r.get('planner_model_s'))} | "
@@ -1474,9 +1489,8 @@ def format_table(report: Dict[str, Any]) -> str:
         f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
         f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
         f"{share} | {_ms(c.get('block_overhead_s'))} | "
-        f"{_ms(c.get('block_startup_s'))} | "
-        f"{'-' if c.get('task0_late_share') is None else format(c['task0_late_share'], '.2f')}"
-        f" | {r.get('note', '')} |")
+        f"{_ms(c.get('block_startup_s'))} | {late} | "
+        f"{r.get('note', '')} |")
   worst = report["max_abs_error"]
   if worst is not None:
     verdict = "meets" if worst <= report["target"] else "misses"

@@ -558,40 +558,50 @@ def test_order_penalty_seconds_interpolates_from_zero_and_stays_flat():
   assert order_penalty_seconds((), 3.0) == 0
 
 
+# Both tensors in one all-reduce, released at 5 when b0 ends: 12 bytes,
+# 6 s of them, a rank's half 3 s.
+_ONE = _plan(_DAG, [[(1, 0, 4), (0, 0, 8)]])
+
+
 def test_order_penalty_delays_a_blocks_first_lone_collective():
-  # Credit 2. t1 (2 s of bytes, a rank's half 1 s, no bucket: excess 1 s)
-  # is released at 4, when b1 ends, alone: + 0.5 x 2 s. t0 follows at 5
-  # with t1 in flight: no penalty; its bytes queue behind t1's.
-  model = ExecutionModel(unroll=1, max_collectives=2)
-  base = execute(_DAG, _COST, _FIFO, model)
-  late = execute(_DAG, _COST, _FIFO, dataclasses.replace(
+  # Released alone onto an idle link and core: + 0.5 x (4 + (3 - 2) / 4).
+  model = ExecutionModel(unroll=1)
+  base = execute(_DAG, _COST, _ONE, model)
+  late = execute(_DAG, _COST, _ONE, dataclasses.replace(
       model, order_penalty=_PENALTY, order_penalty_weight=0.5))
-  assert base.collective_end == [[7, 11]]
-  assert late.collective_launch == base.collective_launch
-  assert late.collective_end == [[8, 12]]
-  # Weight 0, or a half that fits the bucket: nothing.
+  assert base.collective_end == [[12]]
+  assert late.collective_launch == [[5]]
+  assert late.collective_end == [[pytest.approx(14.125)]]
+  # Weight 0, or a half that fits the bucket (3 s): nothing.
   for other in (dataclasses.replace(model, order_penalty=_PENALTY),
                 dataclasses.replace(model, order_penalty=_PENALTY,
                                     order_penalty_weight=1.0,
-                                    link_burst=1.0)):
-    assert (execute(_DAG, _COST, _FIFO, other).collective_end ==
-            execute(_DAG, _COST, _FIFO, dataclasses.replace(
+                                    link_burst=3.0)):
+    assert (execute(_DAG, _COST, _ONE, other).collective_end ==
+            execute(_DAG, _COST, _ONE, dataclasses.replace(
                 other, order_penalty=())).collective_end)
 
 
-def test_order_penalty_spares_what_credit_or_an_earlier_step_releases():
-  # Credit 1: t0 is ready at 5 but released at t1's end, which both
-  # workers see at once: only t1 pays. At K=2 the second step, which
-  # starts after the first step's reductions, pays nothing either: the
-  # block is 1 s longer in both cases.
-  for unroll in (1, 2):
-    model = ExecutionModel(unroll=unroll)
-    base = execute(_DAG, _COST, _FIFO, model)
-    late = execute(_DAG, _COST, _FIFO, dataclasses.replace(
-        model, order_penalty=_PENALTY, order_penalty_weight=0.5))
-    assert late.block_time == pytest.approx(base.block_time + 1.0)
-    assert late.collective_end[0] == pytest.approx(
-        [e + 1.0 for e in base.collective_end[0]])
+def test_order_penalty_spares_what_compute_credit_or_a_later_step_overlaps():
+  # FIFO: t1 is released at 4 while b0 computes; t0 at 5 with t1 in
+  # flight (credit 2) or, with credit 1, at t1's end, which both workers
+  # see at once: no penalty anywhere.
+  for credit in (1, 2):
+    model = ExecutionModel(unroll=1, max_collectives=credit)
+    late = dataclasses.replace(model, order_penalty=_PENALTY,
+                               order_penalty_weight=0.5)
+    assert (execute(_DAG, _COST, _FIFO, late).collective_end ==
+            execute(_DAG, _COST, _FIFO, model).collective_end)
+  # K=2: only the first step's collective pays; the second step starts
+  # after the first step's reduction.
+  model = ExecutionModel(unroll=2)
+  base = execute(_DAG, _COST, _ONE, model)
+  late = execute(_DAG, _COST, _ONE, dataclasses.replace(
+      model, order_penalty=_PENALTY, order_penalty_weight=0.5))
+  assert late.block_time == pytest.approx(base.block_time + 2.125)
+  assert late.collective_end[1][0] - late.collective_launch[1][0] == (
+      pytest.approx(base.collective_end[1][0] -
+                    base.collective_launch[1][0]))
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -68,7 +68,7 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   `alpha + beta * n * b / 2`, a whole collective's fixed cost included
   (gRPC's fixed cost is per launch).
 
-- **Arrival order (two workers).** The model is one worker, but with two
+- **Arrival order (two workers).** The model is one worker. With two,
   TensorFlow's ring is slower when task 0 (rank 0) reaches a collective
   after its peer: rank 0 then serves the peer's pending pull first, and
   its own request waits behind the reply's bytes in its link's queue
@@ -76,16 +76,17 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   nothing while a rank's half of the bytes fits the link's token bucket
   and a few milliseconds beyond it. Task 0 is the late one at the start
   of a block more often than not (stock Keras reduces the logs after each
-  block, and rank 0 leaves that last). The model adds the measured
-  penalty, as a function of the seconds of traffic by which a rank's half
-  exceeds the bucket (`order_penalty`, interpolated linearly from 0 at
-  0), times the probability that task 0 starts the block late
-  (`order_penalty_weight`), to the fixed cost of each collective of a
-  block's first step that is released with nothing else in flight (the
-  peer waits for it; later steps start together after the previous
-  step's reductions) as soon as its gradients are ready (one released
-  when a collective's end frees the credit is released by both workers
-  at once).
+  block, which leaves task 0 behind; how is not traced). The model adds
+  the measured penalty, as a function of the seconds of traffic by which
+  a rank's half exceeds the bucket (`order_penalty`, interpolated
+  linearly from 0 at 0), times the probability that task 0 starts the
+  block late (`order_penalty_weight`), to the fixed cost of each
+  collective of a block's first step that is released with nothing else
+  in flight and no compute running (as the probe measured it; the traces
+  show no penalty on collectives released during the backward pass) as
+  soon as its gradients are ready (one released when a collective's end
+  frees the credit is released by both workers at once); later steps
+  start together after the previous step's reductions.
 
 Pure numpy, an event-driven simulation; for validation and what-ifs, not
 for the planner's inner loop.
@@ -265,7 +266,8 @@ class ExecutionModel:
                    "of traffic")
     if self.order_penalty and self.order_penalty_weight:
       parts.append(f"task-0-late penalty x {self.order_penalty_weight:.2f} "
-                   "on a block's first collectives released alone")
+                   "on a block's first collectives released alone on an "
+                   "idle core")
     return "; ".join(parts)
 
 
@@ -559,11 +561,11 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
           break
         coll.launch = t
         if (coll.gated and coll.step == 0 and not in_flight and
-            coll.ready == t):
+            not remaining and not ready_ops and coll.ready == t):
           # Released by its own gradient (not by credit that a collective's
           # end, which both workers see at once, freed) onto an idle link
-          # in a block's first step: the peer, ahead since the block's
-          # start, may be waiting for it.
+          # and core in a block's first step: the peer, ahead since the
+          # block's start, may be waiting for it.
           coll.latency_s += model.order_penalty_weight * order_penalty_seconds(
               model.order_penalty, coll.bytes_s / 2 - model.link_burst)
         coll.stage, coll.left = "cpu", coll.cpu_s
