@@ -20,6 +20,8 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt.bench import stock_ring
+
 NOBODY = -1
 
 
@@ -43,13 +45,8 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
-  strategy = tf.distribute.MultiWorkerMirroredStrategy(
-      communication_options=tf.distribute.experimental.CommunicationOptions(
-          implementation=tf.distribute.experimental.CommunicationImplementation
-          .RING))
+  strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
   task = strategy.cluster_resolver.task_id
-  with strategy.scope():
-    gradient = tf.Variable(tf.ones([max(1, f.nbytes // 4)]), trainable=False)
 
   @tf.function
   def step():

@@ -20,14 +20,16 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt.bench import stock_ring
+
 FUNCTIONS = ("compute", "comm", "both")
 
 
 def define_flags() -> None:
   """The worker's flags (also scripts/bench_contention.py's)."""
   flags.DEFINE_integer("nbytes", 2_100_000, "Bytes of the all-reduce.")
-  flags.DEFINE_integer("ops", 40, "Matmuls in the compute chain.")
-  flags.DEFINE_integer("matrix", 160, "Side of the chain's matrices.")
+  flags.DEFINE_integer("ops", 60, "Matmuls in the compute chain.")
+  flags.DEFINE_integer("matrix", 330, "Side of the chain's matrices.")
   flags.DEFINE_integer("rounds", 40, "Rounds (each runs the three "
                        "functions), the warm-up included.")
 
@@ -37,14 +39,10 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
-  strategy = tf.distribute.MultiWorkerMirroredStrategy(
-      communication_options=tf.distribute.experimental.CommunicationOptions(
-          implementation=tf.distribute.experimental.CommunicationImplementation
-          .RING))
+  strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
   task = strategy.cluster_resolver.task_id
   with strategy.scope():
-    gradient = tf.Variable(tf.ones([max(1, f.nbytes // 4)]), trainable=False)
-    # Orthogonal-ish: the chain neither blows up nor vanishes.
+    # Near the identity: the chain's values neither blow up nor vanish.
     weight = tf.Variable(tf.eye(f.matrix) * 0.999 + 1e-4, trainable=False)
     start_x = tf.Variable(tf.ones([f.matrix, f.matrix]), trainable=False)
 

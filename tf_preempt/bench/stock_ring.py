@@ -1,0 +1,26 @@
+"""Stock all-reduce for the probes' workers: no tf_preempt code on its path.
+
+`scripts/bench_arrival_order.py` and `scripts/bench_contention.py` time
+what TensorFlow's own ring does, so their workers build stock
+`tf.distribute.MultiWorkerMirroredStrategy` with RING collectives here.
+"""
+
+
+def strategy_and_gradient(nbytes: int):
+  """Stock MultiWorkerMirroredStrategy (RING) and a gradient to reduce.
+
+  Args:
+    nbytes: bytes of the gradient (float32; at least one element).
+
+  Returns:
+    (the strategy, from TF_CONFIG; a non-trainable float32 variable of
+    ones of `nbytes` // 4 elements, made in its scope).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  strategy = tf.distribute.MultiWorkerMirroredStrategy(
+      communication_options=tf.distribute.experimental.CommunicationOptions(
+          implementation=tf.distribute.experimental.CommunicationImplementation
+          .RING))
+  with strategy.scope():
+    gradient = tf.Variable(tf.ones([max(1, nbytes // 4)]), trainable=False)
+  return strategy, gradient
