@@ -1249,8 +1249,13 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     row_cpu = cpu
     if cpu is not None and calib["interval_s"] is not None:
       # The serial part of the fixed cost, measured; the rest is latency.
-      row_cpu = plan_lib.CostModel(alpha=min(calib["interval_s"], cpu.alpha),
-                                   beta=cpu.beta)
+      # It is at most a collective's fixed cost alone: the larger of the
+      # CPU cost's own and this run's, so that a CPU cost measured at
+      # another time, on a quieter machine, does not cut what this run's
+      # traces show.
+      row_cpu = plan_lib.CostModel(
+          alpha=min(calib["interval_s"], max(cpu.alpha, cost.alpha)),
+          beta=cpu.beta)
     row_cost = cost
     if row_cpu is not None and row_cpu.alpha > cost.alpha:
       # A collective's fixed cost is at least its CPU part. A fit whose

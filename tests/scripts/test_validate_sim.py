@@ -382,6 +382,21 @@ def test_fixed_cost_is_at_least_its_cpu_part(tmp_path):
   assert report["inputs"]["cost_model"]["alpha"] == 0.0
   table = validate_sim.format_table(report)
   assert "| 1.50 / 1.50 |" in table
+  # The CPU part is capped by a collective's fixed cost alone: the larger
+  # of the CPU cost's own (0.5 ms here) and this run's (0 here: 0.5 ms).
+  (tmp_path / "cpu.json").write_text(json.dumps({"alpha": 5e-4,
+                                                 "beta": 1e-9}))
+  capped = validate_sim.validate(str(tmp_path),
+                                 cpu_cost=str(tmp_path / "cpu.json"))
+  assert capped["rows"]["pace@1"]["calibration"]["cpu_fixed_s"] == (
+      pytest.approx(5e-4))
+  # A run whose own fixed cost (2 ms) exceeds it: the traces' 1.5 ms stand.
+  (tmp_path / "cost_model.json").write_text(json.dumps(
+      {"alpha": 2e-3, "beta": 1e-8}))
+  own = validate_sim.validate(str(tmp_path),
+                              cpu_cost=str(tmp_path / "cpu.json"))
+  assert own["rows"]["pace@1"]["calibration"]["cpu_fixed_s"] == (
+      pytest.approx(1.5e-3))
 
 
 def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
