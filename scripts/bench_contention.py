@@ -10,11 +10,12 @@ chain of matmuls alone, one all-reduce alone, and the two at once. Per size
 it prints the medians over the rounds after the warm-up (of both workers):
 the chain alone, the all-reduce alone, and, together, how much longer the
 chain took (the core the collective took from it: its gRPC threads and the
-kernel's network work) and when the collective ended. Then the least-squares
-line of that loss against the bytes: the CPU cost of a collective while
-compute runs, which `scripts/validate_sim.py --cpu_cost=DIR/cpu_cost.json`
-(and `--cpu_cost=auto`, from a directory named *contention* beside the
-results) takes. `--out DIR` writes runs.jsonl (one line per size) and
+kernel's network work) and when the collective ended. Then the CPU cost of
+a collective while compute runs (`fit_cpu_cost`: per byte, the least-squares
+slope of that loss against the bytes; fixed, the smallest size's loss less
+its bytes' part), which `scripts/validate_sim.py
+--cpu_cost=DIR/cpu_cost.json` (and `--cpu_cost=auto`, from a directory named
+*contention* beside the results, of the same link rate) takes. `--out DIR` writes runs.jsonl (one line per size) and
 cpu_cost.json there. Prints numbers only; nothing here is asserted.
 """
 
@@ -27,7 +28,6 @@ from typing import Any, Dict, List, Mapping, Sequence
 from absl import app
 from absl import flags
 
-from tf_preempt.bench import contention_worker
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
