@@ -358,30 +358,43 @@ def order_penalty_runs(results_dir: str, source: str
       source, os.path.dirname(os.path.abspath(results_dir)))
 
 
-def late_start_share(results_dir: str, trace_names: Collection[str],
-                     unroll: int, first_step: int) -> Optional[float]:
-  """The share of blocks task 0 started late (`timeline.LATE_START_S`
-  after task 1), over the two-worker traces named (worker 0's file names)
-  of unroll `unroll`, or of any unroll if none is; None without traces."""
+def late_starts(results_dir: str, traces: Dict[str, Dict[str, Any]],
+                first_step: int) -> Dict[str, Tuple[int, int, int]]:
+  """Per two-worker trace pair: (K, blocks task 0 started late
+  (`timeline.LATE_START_S` after task 1), blocks), from `first_step` on.
+
+  Args:
+    results_dir: the results directory (worker 1's traces are read here).
+    traces: worker 0's traces by file name (`_worker0_traces`).
+    first_step: the warm-up left out.
+  """
   from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
-  counts = {}
-  for name in sorted(trace_names):
+  out = {}
+  for name, trace in sorted(traces.items()):
     other = os.path.join(results_dir, "traces",
                          name.replace(".worker-0.", ".worker-1."))
-    pair = [_read_json(os.path.join(results_dir, "traces", name)),
-            _read_json(other)]
-    if None in pair or os.path.isfile(other.replace(".worker-1.",
+    peer = _read_json(other)
+    if peer is None or os.path.isfile(other.replace(".worker-1.",
                                                     ".worker-2.")):
       continue
     k = trace_unroll(name)
-    blocks = timeline.block_skews(pair, first_step=first_step, unroll=k)
+    blocks = timeline.block_skews([trace, peer], first_step=first_step,
+                                  unroll=k)
     if blocks:
-      late, total = counts.get(k, (0, 0))
-      counts[k] = (late + timeline.late_start_counts(blocks)[0],
-                   total + len(blocks))
-  chosen = ([counts[unroll]] if unroll in counts else list(counts.values()))
-  total = sum(t for _, t in chosen)
-  return sum(l for l, _ in chosen) / total if total else None
+      out[name] = (k, timeline.late_start_counts(blocks)[0], len(blocks))
+  return out
+
+
+def late_start_share(counts: Dict[str, Tuple[int, int, int]],
+                     trace_names: Collection[str], unroll: int
+                     ) -> Optional[float]:
+  """The share of blocks task 0 started late over the traces named (of
+  `late_starts`) of unroll `unroll`, or of any unroll if none is; None
+  without such traces."""
+  chosen = [counts[n] for n in trace_names if n in counts]
+  alike = [c for c in chosen if c[0] == unroll] or chosen
+  total = sum(c[2] for c in alike)
+  return sum(c[1] for c in alike) / total if total else None
 
 
 def _collective_samples(traces: Dict[str, Dict[str, Any]]
@@ -1175,8 +1188,11 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         f"{setup['link_rate'] or 'loopback'}")
   elif penalty_runs and not penalty:
     penalty_source = f"none: no run of {penalty_source} exceeds its bucket"
-  # The blocks after the warm-up (bench.py's default warm-up).
-  warmup = int(command_flag(results, "warmup_steps", "8"))
+  # Task 0's late blocks after the warm-up (bench.py's default warm-up),
+  # per two-worker trace.
+  late = (late_starts(results_dir, traces,
+                      int(command_flag(results, "warmup_steps", "8")))
+          if penalty else {})
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
@@ -1279,9 +1295,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       kind = per_tensor_collectives(dag, plan)
       alike = {t for t in others
                if per_tensor_collectives(dag, ran[t][0]) == kind}
-      weight = late_start_share(results_dir, alike, unroll, warmup)
+      weight = late_start_share(late, alike, unroll)
       if weight is None:
-        weight = late_start_share(results_dir, others, unroll, warmup)
+        weight = late_start_share(late, others, unroll)
     model = execution.ExecutionModel(
         order_penalty=penalty if weight else (),
         order_penalty_weight=weight or 0.0,
