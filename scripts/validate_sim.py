@@ -129,6 +129,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
+# Pure Python (no TensorFlow): ("NAME", K) of a results.json row "NAME@K".
+from tf_preempt.bench.results import split_name  # pylint: disable=g-import-not-at-top
+
 # The accuracy the issue asks of the simulator.
 TARGET_ABS_ERROR = 0.10
 # Fixed cost of one gRPC ring all-reduce of a few bytes timed alone on this
@@ -192,14 +195,6 @@ def _read_json(path: str) -> Optional[Any]:
     return None
   with open(path) as f:
     return json.load(f)
-
-
-def split_name(name: str) -> Tuple[str, int]:
-  """("NAME", K) of a results.json row "NAME@K"."""
-  scheduler, _, unroll = name.rpartition("@")
-  if not scheduler or not unroll.isdigit():
-    raise ValueError(f"row name {name!r} is not NAME@K")
-  return scheduler, int(unroll)
 
 
 def trace_name(row: str) -> str:
