@@ -1,13 +1,18 @@
 r"""Does a stock all-reduce take longer when one particular task arrives last?
 
   python scripts/bench_arrival_order.py [--bandwidth 2gbit] [--nbytes 3260000]
-      [--late_ms 4] [--steps 80] [--json]
+      [--late_ms 4] [--late_by sleep|compute] [--busy_ms 10] [--steps 80]
+      [--json]
 
 Launches `--workers` workers of `tf_preempt.bench.arrival_worker` (stock
 MultiWorkerMirroredStrategy, RING, one all-reduce per step; no tf_preempt
 code on the collective's path) over the emulated link, each pinned to its
 core as in the benchmarks. In each step one task, chosen at random, arrives
-`--late_ms` late, or none does. Prints, per late task, the median time from
+`--late_ms` late, or none does: it sleeps before the step
+(`--late_by=sleep`, its core idle) or computes longer inside it
+(`--late_by=compute`: every task runs `--busy_ms` of matmuls before the
+all-reduce, the late one `--late_ms` more, so its core is busy, as at the
+end of a backward pass). Prints, per late task, the median time from
 the last arrival to the collective's end (what a step waits for once every
 worker is in) and the median arrival skew. `--burst_bytes` sets the links'
 token bucket, `--reverse_namespaces` runs task i in worker N-1-i's
@@ -85,21 +90,46 @@ def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
           for key, v in sorted(groups.items())}
 
 
+def compute_figures(worker_outputs: Sequence[Mapping[str, Any]],
+                    busy_ms: float, late_by: str) -> Dict[str, float]:
+  """The compute probe's settings for the output ({} when sleeping).
+
+  Args:
+    worker_outputs: each worker's JSON line.
+    busy_ms: every task's compute before the all-reduce.
+    late_by: "sleep" or "compute".
+
+  Returns:
+    {"busy_ms", "ms_per_op": the median of the workers' calibrated matmul
+    times} with --late_by=compute, else {}.
+
+  Raises:
+    ValueError: if a computing worker did not report its matmul time.
+  """
+  if late_by != "compute":
+    return {}
+  times = [w.get("ms_per_op") for w in worker_outputs]
+  if any(t is None for t in times):
+    raise ValueError("a worker did not report ms_per_op (an old worker?)")
+  return {"busy_ms": busy_ms, "ms_per_op": statistics.median(times)}
+
+
 def main(argv: Sequence[str]) -> int:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
   if (f.workers < 2 or f.warmup_steps >= f.steps or f.nbytes < 4 or
-      f.late_ms < 0):
+      f.late_ms < 0 or f.busy_ms < 0):
     raise app.UsageError("--workers must be at least 2, --warmup_steps "
                          "fewer than --steps, --nbytes at least 4 and "
-                         "--late_ms not negative")
+                         "--late_ms and --busy_ms not negative")
   if not f.bandwidth and (f.burst_bytes is not None or f.reverse_namespaces):
     raise app.UsageError("--burst_bytes and --reverse_namespaces need "
                          "--bandwidth (an emulated link)")
   command = [sys.executable, "-m", "tf_preempt.bench.arrival_worker",
              f"--nbytes={f.nbytes}", f"--late_ms={f.late_ms}",
-             f"--steps={f.steps}", f"--seed={f.seed}"]
+             f"--steps={f.steps}", f"--seed={f.seed}",
+             f"--late_by={f.late_by}", f"--busy_ms={f.busy_ms}"]
   try:
     link = (netem.LinkConfig(rate=f.bandwidth, burst_bytes=f.burst_bytes)
             if f.bandwidth else None)
@@ -111,20 +141,25 @@ def main(argv: Sequence[str]) -> int:
                                         namespace_order=order,
                                         **launcher.MEASUREMENT_WORKER)
     groups = by_late_task(outputs, f.warmup_steps)
+    computing = compute_figures(outputs, f.busy_ms, f.late_by)
   except (RuntimeError, ValueError, netem.EmulationUnavailable) as e:
     print(f"bench_arrival_order: {e}", file=sys.stderr)
     return 1
   if f.json:
     print(json.dumps({"bandwidth": f.bandwidth or None, "nbytes": f.nbytes,
-                      "late_ms": f.late_ms, "burst_bytes": f.burst_bytes,
+                      "late_ms": f.late_ms, "late_by": f.late_by,
+                      **computing, "burst_bytes": f.burst_bytes,
                       "reverse_namespaces": f.reverse_namespaces,
                       "by_late_task": groups}))
     return 0
   where = link.describe() if link else "loopback"
   if f.reverse_namespaces:
     where += ", namespaces reversed"
+  how = ("sleeping" if f.late_by == "sleep" else
+         f"computing (every task computes {f.busy_ms:g} ms first; a matmul "
+         f"took {computing['ms_per_op']:.3f} ms)")
   print(f"{f.workers} workers, {where}, one all-reduce of {f.nbytes} B, "
-        f"the late task {f.late_ms:g} ms late")
+        f"the late task {f.late_ms:g} ms late, {how}")
   for key, g in groups.items():
     print(f"  {key + ' late:':14s} {g['steps']:3d} steps, last arrival to "
           f"end median {g['from_last_ms']:.1f} ms (skew {g['skew_ms']:.1f} "

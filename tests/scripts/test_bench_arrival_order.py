@@ -43,13 +43,14 @@ def test_by_late_task_refuses_workers_that_disagree():
 
 
 @pytest.mark.parametrize("bad", ["--workers=1", "--late_ms=-1",
-                                 "--nbytes=2", "--warmup_steps=80"])
+                                 "--nbytes=2", "--warmup_steps=80",
+                                 "--busy_ms=-1"])
 def test_bad_flags_are_refused_before_launching(bad):
   result = subprocess.run(
       [sys.executable, scripts.script_path("bench_arrival_order"), bad],
       cwd=scripts.REPO, capture_output=True, text=True, timeout=120)
   assert result.returncode != 0
-  assert "--late_ms not negative" in result.stderr
+  assert "--late_ms and --busy_ms not negative" in result.stderr
 
 
 @pytest.mark.parametrize("bad", ["--reverse_namespaces", "--burst_bytes=4000"])
@@ -60,6 +61,23 @@ def test_link_flags_need_an_emulated_link(bad):
       text=True, timeout=120)
   assert result.returncode != 0
   assert "need --bandwidth" in result.stderr
+
+
+def test_compute_figures_report_the_median_matmul_time():
+  outputs = [{"task": 0, "ms_per_op": 0.40, "steps": []},
+             {"task": 1, "ms_per_op": 0.50, "steps": []}]
+  assert bench.compute_figures(outputs, 10.0, "compute") == {
+      "busy_ms": 10.0, "ms_per_op": pytest.approx(0.45)}
+  assert bench.compute_figures(outputs, 10.0, "sleep") == {}
+  with pytest.raises(ValueError, match="did not report ms_per_op"):
+    bench.compute_figures([{"task": 0, "steps": []}], 10.0, "compute")
+
+
+def test_ops_for_rounds_milliseconds_to_matmuls():
+  assert arrival_worker.ops_for(4.0, 0.43) == 9
+  assert arrival_worker.ops_for(0.0, 0.43) == 0
+  with pytest.raises(ValueError, match="must be positive"):
+    arrival_worker.ops_for(4.0, 0.0)
 
 
 def test_late_tasks_are_seeded_and_cover_every_case():
@@ -86,3 +104,25 @@ def test_two_workers_on_loopback():
     if key != "nobody":
       # A 2 ms sleep before the step makes that task arrive >= 2 ms late.
       assert g["skew_ms"] >= 2.0
+
+
+@pytest.mark.slow
+def test_two_computing_workers_on_loopback():
+  steps, warmup = 16, 4
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_arrival_order"),
+       "--bandwidth=", "--nbytes=40000", "--late_ms=3", "--late_by=compute",
+       "--busy_ms=2", f"--steps={steps}", f"--warmup_steps={warmup}",
+       "--timeout_s=240", "--json"], cwd=scripts.REPO, capture_output=True,
+      text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  assert out["late_by"] == "compute" and out["busy_ms"] == 2.0
+  assert 0 < out["ms_per_op"] < 50
+  groups = out["by_late_task"]
+  assert sum(g["steps"] for g in groups.values()) == steps - warmup
+  for key, g in groups.items():
+    if key != "nobody":
+      # 3 ms more of matmuls inside the step: that task arrives later by
+      # about that much (loosely: the machine is shared).
+      assert g["skew_ms"] >= 1.5

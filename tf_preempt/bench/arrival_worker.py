@@ -5,15 +5,22 @@ r"""Times one stock all-reduce by which task reaches it last: one worker's side.
 Run as every worker of a TF_CONFIG cluster (`scripts/bench_arrival_order.py`
 launches it). Stock `tf.distribute.MultiWorkerMirroredStrategy` (RING, no
 tf_preempt code on the collective's path), one float32 all-reduce of
-`--nbytes` per step. Before each step one task, drawn from a seeded sequence
-that every worker draws alike, sleeps `--late_ms` (or none does), so it
-reaches the collective that much later. Inside the step the worker stamps
-its arrival (`tf.timestamp`, the machine's wall clock, which the workers on
-one machine share) and the collective's end. Prints one JSON line:
-{"task", "steps": [[late task or -1, arrival_s, end_s], ...]}.
+`--nbytes` per step. In each step one task, drawn from a seeded sequence
+that every worker draws alike, is `--late_ms` late (or none is), so it
+reaches the collective that much later: with `--late_by=sleep` it sleeps
+before the step (its core idles, as in the first probe); with
+`--late_by=compute` every task runs a chain of float32 matmuls inside the
+step before the all-reduce, `--busy_ms` long, and the late task `--late_ms`
+longer, so its core is busy when the peer's first message arrives, as it is
+at the end of a training step's backward pass. Inside the step the worker
+stamps its arrival (`tf.timestamp`, the machine's wall clock, which the
+workers on one machine share) and the collective's end. Prints one JSON
+line: {"task", "ms_per_op": the chain's calibrated matmul time (compute
+only), "steps": [[late task or -1, arrival_s, end_s], ...]}.
 """
 
 import json
+import statistics
 import time
 from typing import Sequence
 
@@ -23,6 +30,9 @@ from absl import flags
 from tf_preempt.bench import stock_ring
 
 NOBODY = -1
+# Side of the compute chain's matrices: about 0.5 ms a matmul on one core
+# of this testbed, the size of a small model's backward op.
+MATRIX = 330
 
 
 def define_flags() -> None:
@@ -31,6 +41,11 @@ def define_flags() -> None:
   flags.DEFINE_float("late_ms", 4.0, "How late the late task arrives.")
   flags.DEFINE_integer("steps", 80, "Steps, the warm-up included.")
   flags.DEFINE_integer("seed", 1234, "Seed of the late-task sequence.")
+  flags.DEFINE_enum("late_by", "sleep", ["sleep", "compute"],
+                    "How the late task is late: it sleeps before the step, "
+                    "or it computes longer inside the step.")
+  flags.DEFINE_float("busy_ms", 10.0, "With --late_by=compute: every task's "
+                     "compute before the all-reduce.")
 
 
 def late_tasks(num_workers: int, steps: int, seed: int):
@@ -40,6 +55,13 @@ def late_tasks(num_workers: int, steps: int, seed: int):
   return [int(d) if d < num_workers else NOBODY for d in draws]
 
 
+def ops_for(ms: float, ms_per_op: float) -> int:
+  """Matmuls of the chain that take about `ms`."""
+  if ms_per_op <= 0:
+    raise ValueError(f"ms_per_op must be positive, got {ms_per_op}")
+  return max(0, round(ms / ms_per_op))
+
+
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
@@ -47,27 +69,56 @@ def main(argv: Sequence[str]) -> None:
   f = flags.FLAGS
   strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
   task = strategy.cluster_resolver.task_id
+  with strategy.scope():
+    # Near the identity: the chain's values neither blow up nor vanish.
+    weight = tf.Variable(tf.eye(MATRIX) * 0.999 + 1e-4, trainable=False)
+    start_x = tf.Variable(tf.ones([MATRIX, MATRIX]), trainable=False)
+
+  def chain(ops):
+    return tf.while_loop(lambda i, x: i < ops,
+                         lambda i, x: (i + 1, tf.matmul(x, weight)),
+                         (tf.constant(0), start_x.read_value()))[1]
+
+  computing = f.late_by == "compute"
 
   @tf.function
-  def step():
+  def step(ops):
     def replica_fn():
-      arrival = tf.timestamp()
+      # The sleep probe's step is the all-reduce alone, as it was measured.
+      x = chain(ops) if computing else tf.zeros([1, 1])
+      with tf.control_dependencies([x]):
+        arrival = tf.timestamp()
       with tf.control_dependencies([arrival]):
         value = tf.identity(gradient.read_value())
       reduced = tf.distribute.get_replica_context().all_reduce(
           tf.distribute.ReduceOp.SUM, value)
       with tf.control_dependencies([reduced]):
         end = tf.timestamp()
-      return arrival, end, reduced[0]
+      return arrival, end, reduced[0] + x[0, 0] * 0.0
     return strategy.run(replica_fn)
 
-  out = []
+  out = {"task": task}
+  busy_ops = late_ops = 0
+  if computing:
+    # Each worker times its own chain (compute only, no collective).
+    timed = tf.function(lambda ops: chain(ops)[0, 0])
+    per_op = []
+    for _ in range(7):
+      start = time.perf_counter()
+      float(timed(tf.constant(40)))
+      per_op.append((time.perf_counter() - start) * 1e3 / 40)
+    out["ms_per_op"] = statistics.median(per_op[2:])
+    busy_ops = ops_for(f.busy_ms, out["ms_per_op"])
+    late_ops = ops_for(f.late_ms, out["ms_per_op"])
+  steps = []
   for late in late_tasks(strategy.num_replicas_in_sync, f.steps, f.seed):
-    if late == task:
+    if late == task and not computing:
       time.sleep(f.late_ms / 1e3)
-    arrival, end, _ = step()
-    out.append([late, float(arrival), float(end)])
-  print(json.dumps({"task": task, "steps": out}), flush=True)
+    ops = busy_ops + (late_ops if late == task else 0)
+    arrival, end, _ = step(tf.constant(ops))
+    steps.append([late, float(arrival), float(end)])
+  out["steps"] = steps
+  print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":
