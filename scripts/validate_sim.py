@@ -306,7 +306,11 @@ def order_penalty_points(runs: Sequence[Dict[str, Any]]
       a rank's half of the bytes over the bucket, in seconds of traffic at
       the link's rate, and how much longer the collective took from the
       last arrival when task 0 was late than when nobody was (at least 0).
-      Points of one excess (runs of several `late_ms`) are averaged.
+      Points of one excess (runs of several `late_ms`) are averaged. Only
+      runs whose late task slept (`--late_by=sleep`, the default; runs
+      from before the flag have no "late_by"): the model applies the
+      penalty as that probe measured it, the late task idle; a late task
+      that computes 1-2 ms longer costs nothing there.
 
   Returns:
     The points of positive excess, sorted.
@@ -319,6 +323,7 @@ def order_penalty_points(runs: Sequence[Dict[str, Any]]
     burst = link_burst_bytes(rate)
     if (burst is None or run.get("burst_bytes") is not None or
         run.get("reverse_namespaces") or
+        run.get("late_by", "sleep") != "sleep" or
         not {"task 0", "nobody"} <= set(groups)):
       continue
     excess = (run["nbytes"] / 2 - burst) / (netem.parse_rate(rate) / 8)

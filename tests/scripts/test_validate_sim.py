@@ -815,6 +815,8 @@ def test_order_penalty_points_from_arrival_order_runs():
       _arrival_run("200mbit", 3_260_000, 99.0, 1.0, reverse_namespaces=True),
       _arrival_run(None, 3_260_000, 8.4, 7.4),
       {"bandwidth": "2gbit", "nbytes": 3_260_000, "by_late_task": {}},
+      # The late task computed instead of sleeping: another condition.
+      dict(_arrival_run("2gbit", 3_260_000, 99.0, 1.0), late_by="compute"),
   ]
   assert validate_sim.order_penalty_points(runs) == (
       (pytest.approx(2.52e-3), pytest.approx(4.0e-3)),
