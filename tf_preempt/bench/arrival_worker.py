@@ -69,22 +69,19 @@ def main(argv: Sequence[str]) -> None:
   f = flags.FLAGS
   strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
   task = strategy.cluster_resolver.task_id
-  with strategy.scope():
-    # Near the identity: the chain's values neither blow up nor vanish.
-    weight = tf.Variable(tf.eye(MATRIX) * 0.999 + 1e-4, trainable=False)
-    start_x = tf.Variable(tf.ones([MATRIX, MATRIX]), trainable=False)
+  computing = f.late_by == "compute"
+  if computing:
+    weight, start_x = stock_ring.chain_variables(strategy, MATRIX)
 
   def chain(ops):
     return tf.while_loop(lambda i, x: i < ops,
                          lambda i, x: (i + 1, tf.matmul(x, weight)),
                          (tf.constant(0), start_x.read_value()))[1]
 
-  computing = f.late_by == "compute"
-
   @tf.function
   def step(ops):
     def replica_fn():
-      # The sleep probe's step is the all-reduce alone, as it was measured.
+      # Sleeping, the step is the all-reduce alone, as in the first probe.
       x = chain(ops) if computing else tf.zeros([1, 1])
       with tf.control_dependencies([x]):
         arrival = tf.timestamp()

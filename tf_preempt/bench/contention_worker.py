@@ -41,10 +41,7 @@ def main(argv: Sequence[str]) -> None:
   f = flags.FLAGS
   strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
   task = strategy.cluster_resolver.task_id
-  with strategy.scope():
-    # Near the identity: the chain's values neither blow up nor vanish.
-    weight = tf.Variable(tf.eye(f.matrix) * 0.999 + 1e-4, trainable=False)
-    start_x = tf.Variable(tf.ones([f.matrix, f.matrix]), trainable=False)
+  weight, start_x = stock_ring.chain_variables(strategy, f.matrix)
 
   def chain(after):
     with tf.control_dependencies([after]):

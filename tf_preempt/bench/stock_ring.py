@@ -2,7 +2,8 @@
 
 `scripts/bench_arrival_order.py` and `scripts/bench_contention.py` time
 what TensorFlow's own ring does, so their workers build stock
-`tf.distribute.MultiWorkerMirroredStrategy` with RING collectives here.
+`tf.distribute.MultiWorkerMirroredStrategy` with RING collectives here,
+and the variables of the chain of matmuls they compute beside it.
 """
 
 
@@ -24,3 +25,21 @@ def strategy_and_gradient(nbytes: int):
   with strategy.scope():
     gradient = tf.Variable(tf.ones([max(1, nbytes // 4)]), trainable=False)
   return strategy, gradient
+
+
+def chain_variables(strategy, matrix: int):
+  """The matmul chain's weight and start, made in `strategy`'s scope.
+
+  Args:
+    strategy: the probe's strategy.
+    matrix: the side of the chain's square float32 matrices.
+
+  Returns:
+    (weight, start): non-trainable variables; the weight is near the
+    identity, so that the chain's values neither blow up nor vanish.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with strategy.scope():
+    weight = tf.Variable(tf.eye(matrix) * 0.999 + 1e-4, trainable=False)
+    start = tf.Variable(tf.ones([matrix, matrix]), trainable=False)
+  return weight, start
