@@ -13,11 +13,13 @@ import sys
 
 import pytest
 
+from tf_preempt.bench import collective_cost
+from tf_preempt.bench import row_plans
+from tf_preempt.testing import bench_records
 from tf_preempt.testing import scripts
 
 _REPO = scripts.REPO
 _SCRIPT = scripts.script_path("validate_sim")
-
 
 
 def _row(median):
@@ -111,7 +113,7 @@ def test_recorded_plan_is_simulated(tmp_path):
   dag = scripts.load_script("simulate").model_dag("vgg_small", 4, "v100",
                                                  None)
   scale = first["inputs"]["compute_scale"]
-  dag = validate_sim._scaled(dag, scale)
+  dag = row_plans.scaled(dag, scale)
   cost = plan_lib.CostModel(alpha=1e-3, beta=1e-8)
   recorded = plan_lib.make_plan(dag, cost, "tf_default")
   os.makedirs(tmp_path / "plans")
@@ -172,92 +174,10 @@ def test_default_cost_is_alpha_alone_and_comm_s(tmp_path):
   report = validate_sim.validate(str(tmp_path))
   inputs = report["inputs"]
   assert inputs["cost_source"].startswith("alpha 1.8 ms")
-  alpha = validate_sim.GRPC_ALPHA_S
+  alpha = collective_cost.GRPC_ALPHA_S
   assert inputs["cost_model"]["alpha"] == pytest.approx(alpha)
   # The whole gradient in one all-reduce costs exactly comm_s.
   assert inputs["simulated_comm_s"] == pytest.approx(0.15)
-
-
-def test_link_rates():
-  validate_sim = scripts.load_script("validate_sim")
-  assert validate_sim.link_bits_per_s("200mbit") == 200e6
-  assert validate_sim.link_bits_per_s("2gbit") == 2e9
-  assert validate_sim.link_bits_per_s("") is None
-  assert validate_sim.link_bits_per_s("fast") is None
-
-
-def _collective(iteration, cid, nbytes, ready_us, start_us, dur_us):
-  return {"name": f"collective {cid}", "cat": "collective", "ph": "X",
-          "pid": 0, "tid": 1 + cid % 2, "ts": start_us, "dur": dur_us,
-          "args": {"iteration": iteration, "collective_id": cid,
-                   "bytes": nbytes, "ready_ns": int(ready_us * 1e3)}}
-
-
-def _block(index, start_us, dur_us):
-  return {"name": f"block {index}", "cat": "compute", "ph": "X", "pid": 1,
-          "tid": 0, "ts": start_us, "dur": dur_us}
-
-
-def _trace(blocks, collectives):
-  return {"traceEvents": blocks + collectives, "otherData": {"origin_ns": 0},
-          "metadata": {"stats": {"model": "vgg_small", "workers": 2,
-                                 "global_batch_size": 8}}}
-
-
-def test_blocks_measure_head_tail_and_small_collectives():
-  validate_sim = scripts.load_script("validate_sim")
-  # Block 0 (tracing) is skipped. Block 1 [1000, 1100] ms: gradients ready
-  # at 1030 (2 MB) and 1060 (last); two small collectives: one during the
-  # backward pass (1031-1041: 10 ms), and after it two in flight together
-  # ending 1.5 ms apart; the last collective ends 5 ms before the block.
-  ms = 1000.0
-  colls = [
-      _collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
-      _collective(3, 1, 1024, 1031 * ms, 1031 * ms, 10 * ms),
-      _collective(3, 2, 512, 1060 * ms, 1080 * ms, 10 * ms),
-      _collective(3, 3, 512, 1060 * ms, 1081 * ms, 10.5 * ms),
-      _collective(3, 4, 4 << 20, 1060 * ms, 1091.5 * ms, 3.5 * ms),
-  ]
-  trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
-                 colls)
-  (block,) = validate_sim._blocks(trace)
-  assert block["head_s"] == pytest.approx(0.030)
-  assert block["tail_s"] == pytest.approx(0.005)
-  assert block["small_s"] == pytest.approx([0.010])
-  assert block["interval_s"] == pytest.approx([0.0015])
-  assert block["block_s"] == pytest.approx(0.100)
-  # A trace without the runtime's records gives nothing, not an error.
-  assert validate_sim._blocks({"traceEvents": colls}) == []
-
-
-def test_calibration_leaves_the_row_out(tmp_path):
-  validate_sim = scripts.load_script("validate_sim")
-  ms = 1000.0
-
-  def trace(head_ms, tail_ms):
-    colls = [_collective(3, 0, 2 << 20, (1000 + head_ms) * ms,
-                         (1000 + head_ms) * ms, 10 * ms),
-             _collective(3, 1, 4 << 20, 1050 * ms, 1050 * ms,
-                         (50 - tail_ms) * ms)]
-    return _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
-                  colls)
-
-  traces = {"pace_k1.worker-0.json": trace(20, 4),
-            "ddp_k1.worker-0.json": trace(30, 6),
-            "horovod_k1.worker-0.json": trace(40, 8)}
-  calib = validate_sim.calibrate(
-      {name: validate_sim._blocks(trace) for name, trace in traces.items()},
-      exclude={"ddp_k1.worker-0.json"})
-  assert calib["rows"] == ["horovod_k1.worker-0.json",
-                           "pace_k1.worker-0.json"]
-  assert calib["heads"] == {"horovod_k1.worker-0.json": [pytest.approx(0.04)],
-                            "pace_k1.worker-0.json": [pytest.approx(0.02)]}
-  assert calib["tail_s"] == pytest.approx(0.006)  # median of 4 and 8
-  assert calib["small_s"] is None and calib["interval_s"] is None
-  assert validate_sim.trace_name("pace@2") == "pace_k2.worker-0.json"
-  assert validate_sim.trace_unroll("pace_k2.worker-0.json") == 2
-  assert validate_sim.trace_unroll("tf_packed_k16.worker-1.json") == 16
-  assert validate_sim.trace_unroll("other.json") == 1
 
 
 def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small", workers=2):
@@ -339,20 +259,6 @@ def test_reference_fastest(tmp_path):
     validate_sim.validate(str(tmp_path), reference="best")
 
 
-def test_runtime_plan_is_the_one_the_runtime_ran():
-  # The rows of benchmarks/results/2026-12-02-vgg_small-*: collectives of
-  # these sizes in this order (their traces, by collective_id).
-  validate_sim = scripts.load_script("validate_sim")
-  dag = scripts.load_script("simulate").model_dag("vgg_small", 24, "v100",
-                                                 None)
-  sizes = lambda s: [c.nbytes for c in validate_sim.runtime_plan(
-      dag, s, 2, {}).collectives]
-  assert sizes("pace") == [11304, 2098176, 295424, 147968, 115072, 590336]
-  assert sizes("horovod") == [2109480, 1148800]
-  assert sizes("ddp") == [2108456, 1149824]
-  assert sizes("priority")[:4] == [40, 1024, 10240, 2097152]
-
-
 def test_fixed_cost_is_at_least_its_cpu_part(tmp_path):
   # A fit with alpha 0 (its smallest size already link-bound): every row's
   # alpha becomes the CPU part measured in the other rows' traces, and the
@@ -361,13 +267,14 @@ def test_fixed_cost_is_at_least_its_cpu_part(tmp_path):
   _make_results(tmp_path, traces=False, cost={"alpha": 0.0, "beta": 1e-8})
   ms = 1000.0
   colls = [
-      _collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
-      _collective(3, 1, 1024, 1031 * ms, 1031 * ms, 12 * ms),
-      _collective(3, 2, 512, 1060 * ms, 1080 * ms, 2 * ms),
-      _collective(3, 3, 512, 1060 * ms, 1081 * ms, 2.5 * ms),
+      bench_records.collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
+      bench_records.collective(3, 1, 1024, 1031 * ms, 1031 * ms, 12 * ms),
+      bench_records.collective(3, 2, 512, 1060 * ms, 1080 * ms, 2 * ms),
+      bench_records.collective(3, 3, 512, 1060 * ms, 1081 * ms, 2.5 * ms),
   ]
-  trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
-                 colls)
+  trace = bench_records.trace([bench_records.block(0, 0, 1000 * ms),
+                               bench_records.block(1, 1000 * ms, 100 * ms)],
+                              colls)
   for name in ("tf_default_k1", "tf_packed_k1", "pace_k1"):
     (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
         json.dumps(trace))
@@ -418,8 +325,10 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
   (tmp_path / "cost_model.json").write_text(json.dumps(
       {"alpha": 1e-3, "beta": 4e-8}))
   ms = 1000.0
-  trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
-                 [_collective(3, 0, 268296, 1030 * ms, 1030 * ms, 50 * ms)])
+  trace = bench_records.trace(
+      [bench_records.block(0, 0, 1000 * ms),
+       bench_records.block(1, 1000 * ms, 100 * ms)],
+      [bench_records.collective(3, 0, 268296, 1030 * ms, 1030 * ms, 50 * ms)])
   trace["metadata"]["stats"]["model"] = "transformer_tiny"
   for name in ("tf_default_k1", "horovod_k1"):
     (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
@@ -463,7 +372,7 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
   stock = report["rows"]["tf_default@1"]
   assert stock["plan"].startswith("stock packing")
   assert stock["collectives"] == 1
-  priority = validate_sim.runtime_plan(dag, "priority", 2, {})
+  priority = row_plans.runtime_plan(dag, "priority", 2, {})
   assert priority.collectives[-1].tensors == (0,)
   assert all(0 not in c.tensors for c in priority.collectives[:-1])
   # The prediction is the execution model's, the all-gathers included.
@@ -471,85 +380,15 @@ def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):
                                    block_overhead=calib["block_overhead_s"],
                                    block_startup=calib["block_startup_s"],
                                    link_burst=4e-3)
-  plan, _ = validate_sim._recorded_plan(str(tmp_path / "plans"),
-                                        "horovod@1", dag)
+  plan, _ = row_plans.recorded_plan(str(tmp_path / "plans"), "horovod@1",
+                                     dag)
   assert plan.collectives[-1].tensors == (0,)
   ex = execution.execute(
-      validate_sim._with_forward_share(validate_sim._scaled(
+      row_plans.with_forward_share(row_plans.scaled(
           dag, report["inputs"]["compute_scale"]), calib["forward_share"]),
       plan_lib.CostModel(1e-3, 4e-8), plan, model)
   assert len(ex.exchange_end[0]) == 3
   assert row["predicted_s"] == pytest.approx(ex.step_time)
-
-
-def test_link_and_its_token_bucket():
-  validate_sim = scripts.load_script("validate_sim")
-  # tf_preempt.launch.netem: 4 ms of traffic, at least 64 KiB.
-  assert validate_sim.link_burst_bytes("200mbit") == 100_000
-  assert validate_sim.link_burst_bytes("2gbit") == 1_000_000
-  assert validate_sim.link_burst_bytes("100mbit") == 64 * 1024
-  assert validate_sim.link_burst_seconds("200mbit") == pytest.approx(4e-3)
-  assert validate_sim.link_burst_seconds("100mbit") == pytest.approx(
-      64 * 1024 / 12.5e6)
-  for loopback in (None, "", "fast"):
-    assert validate_sim.link_burst_bytes(loopback) is None
-    assert validate_sim.link_burst_seconds(loopback) == 0.0
-  # The rate: the command's --bandwidth, else the machine line.
-  rate = lambda command, machine="": validate_sim.link_rate(
-      {"command": command, "machine": machine})
-  assert rate("bench.py --bandwidth 200mbit") == "200mbit"
-  assert rate("bench.py --bandwidth=2gbit") == "2gbit"
-  assert rate("bench.py --bandwidth= --workers=2",
-              "vm; link rate 200mbit; pinned") is None  # loopback
-  assert rate("bench.py", "vm; link rate 200mbit; workers pinned") == (
-      "200mbit")
-  assert rate("bench.py", "vm; link loopback; workers pinned") is None
-
-
-def _samples(cost, burst, cpu, sizes):
-  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
-  model = execution.ExecutionModel(cpu=cpu, link_burst=burst)
-  return [execution.repeated_seconds(cost, s, model) for s in sizes]
-
-
-def test_fit_alone_with_the_token_bucket():
-  validate_sim = scripts.load_script("validate_sim")
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  cpu = plan_lib.CostModel(1.28e-3, 3.78e-9)
-  # transformer_tiny's sizes at 200 Mbit/s: 8 and 32 KB take the fixed
-  # cost (their bytes pass in a burst), 128 and 512 KB their bytes' time
-  # (the fixed cost hidden): a linear fit is far off in alpha.
-  sizes = [8192, 32768, 131072, 524296]
-  true = plan_lib.CostModel(1.8e-3, 42e-9)
-  seconds = _samples(true, 4e-3, cpu, sizes)
-  linear = plan_lib.CostModel.fit(sizes, seconds)
-  assert linear.alpha < 1e-3
-  fitted = validate_sim.fit_alone(sizes, seconds, 4e-3, cpu)
-  assert fitted.alpha == pytest.approx(true.alpha, rel=1e-6)
-  assert fitted.beta == pytest.approx(true.beta, rel=1e-6)
-  # Without CPU cost the burst is instant; a bucket below alpha; noise.
-  for burst, cpu_cost in ((4e-3, None), (1e-3, cpu)):
-    seconds = _samples(true, burst, cpu_cost, sizes)
-    fitted = validate_sim.fit_alone(sizes, seconds, burst, cpu_cost)
-    assert (fitted.alpha, fitted.beta) == pytest.approx(
-        (true.alpha, true.beta), rel=1e-6)
-  noisy = [t * (1 + e) for t, e in zip(_samples(true, 4e-3, cpu, sizes),
-                                        (0.02, -0.01, 0.01, -0.02))]
-  fitted = validate_sim.fit_alone(sizes, noisy, 4e-3, cpu)
-  assert fitted.alpha == pytest.approx(true.alpha, rel=0.05)
-  assert fitted.beta == pytest.approx(true.beta, rel=0.05)
-  # Every sample's fixed cost hidden: alpha is not measured, 0 (a lower
-  # bound, raised to the measured CPU part by validate).
-  big = [50908, 203640, 814568, 3258280]
-  hidden = validate_sim.fit_alone(big, _samples(true, 4e-3, cpu, big),
-                                  4e-3, cpu)
-  assert hidden.alpha == 0.0
-  assert hidden.beta == pytest.approx(true.beta, rel=1e-6)
-  # No bucket: the linear fit.
-  assert validate_sim.fit_alone(sizes, seconds, 0.0, cpu) == (
-      plan_lib.CostModel.fit(sizes, seconds))
-  with pytest.raises(ValueError):
-    validate_sim.fit_alone([1, 1], [1.0, 2.0], 4e-3)
 
 
 def test_validate_models_the_link_token_bucket(tmp_path):
@@ -560,7 +399,7 @@ def test_validate_models_the_link_token_bucket(tmp_path):
   (tmp_path / "cpu.json").write_text(json.dumps(cpu.to_dict()))
   true = plan_lib.CostModel(1.8e-3, 42e-9)
   sizes = [8192, 32768, 131072, 524296]
-  seconds = _samples(true, 4e-3, cpu, sizes)
+  seconds = bench_records.repeated_samples(true, 4e-3, cpu, sizes)
   linear = plan_lib.CostModel.fit(sizes, seconds)
   given = dict(linear.to_dict(), samples={str(s): t for s, t in
                                           zip(sizes, seconds)})
@@ -618,11 +457,6 @@ def test_sparse_as_dense_rows_reduce_the_embedding_as_planned(tmp_path):
   # bench.py --pace_sparse_as_dense: pace densifies the embedding gradient
   # and its plan reduces it; the other rows all-gather it.
   validate_sim = scripts.load_script("validate_sim")
-  assert validate_sim._sparse_as_dense(["--sparse_as_dense"])
-  assert validate_sim._sparse_as_dense(["--sparse_as_dense=true"])
-  assert not validate_sim._sparse_as_dense(["--sparse_as_dense",
-                                            "--nosparse_as_dense"])
-  assert not validate_sim._sparse_as_dense(["--credit_bytes=1"])
   os.makedirs(tmp_path / "traces")
   results = {"schedulers": {"tf_default@1": _row(0.05),
                             "pace@2": dict(_row(0.05), unroll=2)},
@@ -640,86 +474,9 @@ def test_sparse_as_dense_rows_reduce_the_embedding_as_planned(tmp_path):
   # Its plan's every collective is issued, the embedding's included.
   dag = scripts.load_script("simulate").model_dag("transformer_tiny", 4,
                                                  "v100", None)
-  plan = validate_sim.runtime_plan(dag, "pace", 2, {})
+  plan = row_plans.runtime_plan(dag, "pace", 2, {})
   assert pace["collectives"] == len(plan.collectives)
-  assert pace["collectives"] == validate_sim._dense_collectives(dag, plan) + 1
-
-
-def test_lad_fit_ignores_an_outlier():
-  validate_sim = scripts.load_script("validate_sim")
-  # y = 2 + 0.5 x in group "a", 7 + 0.5 x in group "b"; one sample of "a"
-  # disturbed by +30. Least squares would tilt the slope; LAD does not.
-  samples = [("a", x, 2 + 0.5 * x) for x in (0, 2, 4, 6)]
-  samples += [("b", x, 7 + 0.5 * x) for x in (1, 3, 5)]
-  samples.append(("a", 8, 2 + 0.5 * 8 + 30))
-  slope, intercepts = validate_sim.lad_fit(samples, [i / 10 for i in range(11)])
-  assert slope == pytest.approx(0.5)
-  assert intercepts == {"a": pytest.approx(2), "b": pytest.approx(7)}
-
-
-def test_fit_block_head_recovers_share_and_start_ups():
-  validate_sim = scripts.load_script("validate_sim")
-  compute = 0.040
-  share, startup = 0.45, {1: 0.001, 2: 0.006}
-
-  def head(k, f):
-    return startup[k] + compute * (share + (1 - share) * f)
-
-  samples = [(k, f, head(k, f)) for k in (1, 2) for f in (0.0, 0.05, 0.8, 1.0)]
-  fitted, startups = validate_sim.fit_block_head(samples, compute)
-  assert fitted == pytest.approx(share)
-  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
-  # A given share is kept; the start-ups are fitted to it (and never < 0).
-  fitted, startups = validate_sim.fit_block_head(samples, compute, share=0.3)
-  # head - C (0.3 + 0.7 f) - startup = C (0.15 - 0.15 f): median 0.08625 C.
-  assert fitted == 0.3
-  assert startups == {1: pytest.approx(0.001 + 0.08625 * compute),
-                      2: pytest.approx(0.006 + 0.08625 * compute)}
-  _, startups = validate_sim.fit_block_head(samples, compute, share=0.9)
-  assert startups == {1: 0.0, 2: 0.0}  # never below 0
-  # Fractions that cannot tell the share apart from the start-up: default.
-  same_f = [(1, 1.0, head(1, 1.0)), (2, 1.0, head(2, 1.0))]
-  fitted, startups = validate_sim.fit_block_head(same_f, compute,
-                                                 default_share=0.3)
-  assert fitted == 0.3
-  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
-  assert validate_sim.fit_block_head([], compute, default_share=0.3) == (
-      0.3, {})
-
-
-def test_first_ready_fraction_and_last_collective_tensors():
-  validate_sim = scripts.load_script("validate_sim")
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  # Backward: b2 (1 s, t2) then b1 (1 s, t1) then b0 (2 s, t0).
-  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
-  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
-  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
-                                             (2, 0, 4)]])
-  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
-                                             [(0, 0, 8)]])
-  # In priority order the first collective is not the first ready one.
-  first_last = plan_lib.plan_from_groups(tensors, [[(0, 0, 8)], [(1, 0, 4)],
-                                                   [(2, 0, 4)]])
-  assert validate_sim.first_ready_fraction(dag, one, None) == 1.0
-  assert validate_sim.first_ready_fraction(dag, each, None) == 0.25
-  assert validate_sim.first_ready_fraction(dag, first_last, None) == 0.25
-  assert validate_sim.last_collective_tensors(dag, one, None) == 3
-  assert validate_sim.last_collective_tensors(dag, each, None) == 1
-  # A sparse tensor is left out of the runtime's collectives.
-  # A sparse tensor (t2, the first ready) is left out of the runtime's
-  # collectives: with workers the first dense one is t1, ready at 2 s.
-  sparse = plan_lib.TrainingDAG(dag.ops, dag.edges, list(dag.tensors[:2]) + [
-      dataclasses.replace(dag.tensors[2],
-                          sparse=plan_lib.SparseGradient(4, 4))])
-  assert validate_sim.first_ready_fraction(sparse, each, None) == 0.25
-  assert validate_sim.first_ready_fraction(sparse, each, 2) == 0.5
-  assert validate_sim.last_collective_tensors(sparse, one, 2) == 2
-  # A collective of sparse pieces only is not issued at all.
-  sparse_last = plan_lib.plan_from_groups(tensors, [[(1, 0, 4), (0, 0, 8)],
-                                                    [(2, 0, 4)]])
-  assert validate_sim.last_collective_tensors(sparse, sparse_last, 2) == 2
-  assert validate_sim.last_collective_tensors(sparse, sparse_last, None) == 1
-  assert validate_sim.first_ready_fraction(sparse, sparse_last, 2) == 1.0
+  assert pace["collectives"] == row_plans.dense_collectives(dag, plan) + 1
 
 
 def _write_ddp_disturbed(path):
@@ -743,9 +500,11 @@ def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
   _write_ddp_disturbed(tmp_path)
   ms = 1000.0
   for name, tail_ms in (("horovod_k1", 5), ("ddp_k1", 15)):
-    trace = _trace([_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)],
-                   [_collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms,
-                                (50 - tail_ms) * ms)])
+    trace = bench_records.trace(
+        [bench_records.block(0, 0, 1000 * ms),
+         bench_records.block(1, 1000 * ms, 100 * ms)],
+        [bench_records.collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms,
+                                  (50 - tail_ms) * ms)])
     (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
         json.dumps(trace))
   report = validate_sim.validate(str(tmp_path), cpu_cost="none")
@@ -765,17 +524,19 @@ def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
   validate_sim = scripts.load_script("validate_sim")
   _write_ddp_disturbed(tmp_path)
   ms = 1000.0
-  blocks = [_block(0, 0, 1000 * ms), _block(1, 1000 * ms, 100 * ms)]
+  blocks = [bench_records.block(0, 0, 1000 * ms),
+            bench_records.block(1, 1000 * ms, 100 * ms)]
   with_small = [  # as in test_blocks_measure_head_tail_and_small_collectives
-      _collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
-      _collective(3, 1, 1024, 1031 * ms, 1031 * ms, 10 * ms),
-      _collective(3, 2, 512, 1060 * ms, 1080 * ms, 10 * ms),
-      _collective(3, 3, 512, 1060 * ms, 1081 * ms, 10.5 * ms),
-      _collective(3, 4, 4 << 20, 1060 * ms, 1091.5 * ms, 3.5 * ms)]
-  one_large = [_collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms, 45 * ms)]
+      bench_records.collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
+      bench_records.collective(3, 1, 1024, 1031 * ms, 1031 * ms, 10 * ms),
+      bench_records.collective(3, 2, 512, 1060 * ms, 1080 * ms, 10 * ms),
+      bench_records.collective(3, 3, 512, 1060 * ms, 1081 * ms, 10.5 * ms),
+      bench_records.collective(3, 4, 4 << 20, 1060 * ms, 1091.5 * ms, 3.5 * ms)]
+  one_large = [bench_records.collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms,
+                                        45 * ms)]
   for name, colls in (("horovod_k1", one_large), ("ddp_k1", with_small)):
     (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
-        json.dumps(_trace(blocks, colls)))
+        json.dumps(bench_records.trace(blocks, colls)))
   report = validate_sim.validate(str(tmp_path), cpu_cost="none")
   assert report["inputs"]["disturbed_traces"] == ["ddp_k1.worker-0.json"]
   horovod = report["rows"]["horovod@1"]
@@ -790,39 +551,6 @@ def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
   assert "from_disturbed_traces" not in ddp["calibration"]
 
 
-def _arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, **extra):
-  """One line of scripts/bench_arrival_order.py --json."""
-  return dict({"bandwidth": bandwidth, "nbytes": nbytes, "late_ms": 4.0,
-               "by_late_task": {
-                   "nobody": {"steps": 29, "from_last_ms": nobody_ms},
-                   "task 0": {"steps": 21, "from_last_ms": task0_ms},
-                   "task 1": {"steps": 20, "from_last_ms": nobody_ms}}},
-              **extra)
-
-
-def test_order_penalty_points_from_arrival_order_runs():
-  validate_sim = scripts.load_script("validate_sim")
-  runs = [
-      # A rank's half, 1.63 MB, exceeds 2 Gbit/s's 1 MB bucket by 2.52 ms
-      # of traffic; two runs of that excess are averaged (3.6 and 4.4).
-      _arrival_run("2gbit", 3_260_000, 16.6, 13.0),
-      dict(_arrival_run("2gbit", 3_260_000, 17.7, 13.3), late_ms=16.0),
-      # Fits the bucket: no point. Task 0 faster: a point at 0.
-      _arrival_run("2gbit", 1_048_576, 3.5, 3.6),
-      _arrival_run("200mbit", 1_048_576, 42.0, 42.7),
-      # Not the default link: left out.
-      _arrival_run("200mbit", 3_260_000, 99.0, 1.0, burst_bytes=4_000_000),
-      _arrival_run("200mbit", 3_260_000, 99.0, 1.0, reverse_namespaces=True),
-      _arrival_run(None, 3_260_000, 8.4, 7.4),
-      {"bandwidth": "2gbit", "nbytes": 3_260_000, "by_late_task": {}},
-      # The late task computed instead of sleeping: another condition.
-      dict(_arrival_run("2gbit", 3_260_000, 99.0, 1.0), late_by="compute"),
-  ]
-  assert validate_sim.order_penalty_points(runs) == (
-      (pytest.approx(2.52e-3), pytest.approx(4.0e-3)),
-      (pytest.approx((524_288 - 100_000) / 25e6), 0.0))
-
-
 def _skewed_traces(path, stem, late_us_by_batch):
   """Worker 0's and 1's traces of row `stem`: one block per batch, worker
   0 starting it late_us_by_batch[batch] after worker 1; one collective."""
@@ -832,9 +560,9 @@ def _skewed_traces(path, stem, late_us_by_batch):
       start = i * 100_000.0 + (late_us if task == 0 else 0.0)
       events.append({"name": f"block {batch}", "cat": "compute", "ph": "X",
                      "ts": start, "dur": 90_000.0, "args": {"batch": batch}})
-      events.append(_collective(batch, 0, 1 << 20, start + 50_000,
-                                start + 50_000, 30_000.0))
-    trace = _trace(events, [])
+      events.append(bench_records.collective(
+          batch, 0, 1 << 20, start + 50_000, start + 50_000, 30_000.0))
+    trace = bench_records.trace(events, [])
     (path / "traces" / f"{stem}.worker-{task}.json").write_text(
         json.dumps(trace))
 
@@ -859,7 +587,8 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
   _skewed_traces(bench, "priority_k1", {4: 0, 5: 200, 6: 0, 7: 0})
   os.makedirs(tmp_path / "2026-12-03-arrival-order")
   (tmp_path / "2026-12-03-arrival-order" / "runs.jsonl").write_text(
-      json.dumps(_arrival_run("2gbit", 3_260_000, 16.6, 13.0)) + "\n")
+      json.dumps(bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0))
+      + "\n")
   with_penalty = validate_sim.validate(str(bench))
   without = validate_sim.validate(str(bench), order_penalty="none")
   inputs = with_penalty["inputs"]

@@ -1,0 +1,61 @@
+"""The plans of the rows on the model's DAG, and what the runtime issues."""
+
+import dataclasses
+
+from tf_preempt.bench import row_plans
+from tf_preempt.testing import scripts
+
+
+def test_runtime_plan_is_the_one_the_runtime_ran():
+  # The rows of benchmarks/results/2026-12-02-vgg_small-*: collectives of
+  # these sizes in this order (their traces, by collective_id).
+  dag = scripts.load_script("simulate").model_dag("vgg_small", 24, "v100",
+                                                 None)
+  sizes = lambda s: [c.nbytes for c in row_plans.runtime_plan(
+      dag, s, 2, {}).collectives]
+  assert sizes("pace") == [11304, 2098176, 295424, 147968, 115072, 590336]
+  assert sizes("horovod") == [2109480, 1148800]
+  assert sizes("ddp") == [2108456, 1149824]
+  assert sizes("priority")[:4] == [40, 1024, 10240, 2097152]
+
+
+def test_first_ready_fraction_and_last_collective_tensors():
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  # Backward: b2 (1 s, t2) then b1 (1 s, t1) then b0 (2 s, t0).
+  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
+  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
+  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
+                                             (2, 0, 4)]])
+  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
+                                             [(0, 0, 8)]])
+  # In priority order the first collective is not the first ready one.
+  first_last = plan_lib.plan_from_groups(tensors, [[(0, 0, 8)], [(1, 0, 4)],
+                                                   [(2, 0, 4)]])
+  assert row_plans.first_ready_fraction(dag, one, None) == 1.0
+  assert row_plans.first_ready_fraction(dag, each, None) == 0.25
+  assert row_plans.first_ready_fraction(dag, first_last, None) == 0.25
+  assert row_plans.last_collective_tensors(dag, one, None) == 3
+  assert row_plans.last_collective_tensors(dag, each, None) == 1
+  # A sparse tensor is left out of the runtime's collectives.
+  # A sparse tensor (t2, the first ready) is left out of the runtime's
+  # collectives: with workers the first dense one is t1, ready at 2 s.
+  sparse = plan_lib.TrainingDAG(dag.ops, dag.edges, list(dag.tensors[:2]) + [
+      dataclasses.replace(dag.tensors[2],
+                          sparse=plan_lib.SparseGradient(4, 4))])
+  assert row_plans.first_ready_fraction(sparse, each, None) == 0.25
+  assert row_plans.first_ready_fraction(sparse, each, 2) == 0.5
+  assert row_plans.last_collective_tensors(sparse, one, 2) == 2
+  # A collective of sparse pieces only is not issued at all.
+  sparse_last = plan_lib.plan_from_groups(tensors, [[(1, 0, 4), (0, 0, 8)],
+                                                    [(2, 0, 4)]])
+  assert row_plans.last_collective_tensors(sparse, sparse_last, 2) == 2
+  assert row_plans.last_collective_tensors(sparse, sparse_last, None) == 1
+  assert row_plans.first_ready_fraction(sparse, sparse_last, 2) == 1.0
+
+
+def test_sparse_as_dense_flag():
+  assert row_plans.sparse_as_dense(["--sparse_as_dense"])
+  assert row_plans.sparse_as_dense(["--sparse_as_dense=true"])
+  assert not row_plans.sparse_as_dense(["--sparse_as_dense",
+                                            "--nosparse_as_dense"])
+  assert not row_plans.sparse_as_dense(["--credit_bytes=1"])

@@ -1,0 +1,101 @@
+"""The calibration from made-up Chrome traces of the bench runtime."""
+
+import pytest
+
+from tf_preempt.bench import trace_calibration
+from tf_preempt.testing import bench_records
+
+
+def test_blocks_measure_head_tail_and_small_collectives():
+  # Block 0 (tracing) is skipped. Block 1 [1000, 1100] ms: gradients ready
+  # at 1030 (2 MB) and 1060 (last); two small collectives: one during the
+  # backward pass (1031-1041: 10 ms), and after it two in flight together
+  # ending 1.5 ms apart; the last collective ends 5 ms before the block.
+  ms = 1000.0
+  colls = [
+      bench_records.collective(3, 0, 2 << 20, 1030 * ms, 1030 * ms, 40 * ms),
+      bench_records.collective(3, 1, 1024, 1031 * ms, 1031 * ms, 10 * ms),
+      bench_records.collective(3, 2, 512, 1060 * ms, 1080 * ms, 10 * ms),
+      bench_records.collective(3, 3, 512, 1060 * ms, 1081 * ms, 10.5 * ms),
+      bench_records.collective(3, 4, 4 << 20, 1060 * ms, 1091.5 * ms, 3.5 * ms),
+  ]
+  trace = bench_records.trace([bench_records.block(0, 0, 1000 * ms),
+                               bench_records.block(1, 1000 * ms, 100 * ms)],
+                              colls)
+  (block,) = trace_calibration.trace_blocks(trace)
+  assert block["head_s"] == pytest.approx(0.030)
+  assert block["tail_s"] == pytest.approx(0.005)
+  assert block["small_s"] == pytest.approx([0.010])
+  assert block["interval_s"] == pytest.approx([0.0015])
+  assert block["block_s"] == pytest.approx(0.100)
+  # A trace without the runtime's records gives nothing, not an error.
+  assert trace_calibration.trace_blocks({"traceEvents": colls}) == []
+
+
+def test_calibration_leaves_the_row_out(tmp_path):
+  ms = 1000.0
+
+  def trace(head_ms, tail_ms):
+    colls = [bench_records.collective(3, 0, 2 << 20, (1000 + head_ms) * ms,
+                                      (1000 + head_ms) * ms, 10 * ms),
+             bench_records.collective(3, 1, 4 << 20, 1050 * ms, 1050 * ms,
+                                      (50 - tail_ms) * ms)]
+    return bench_records.trace([bench_records.block(0, 0, 1000 * ms),
+                                bench_records.block(1, 1000 * ms, 100 * ms)],
+                               colls)
+
+  traces = {"pace_k1.worker-0.json": trace(20, 4),
+            "ddp_k1.worker-0.json": trace(30, 6),
+            "horovod_k1.worker-0.json": trace(40, 8)}
+  calib = trace_calibration.calibrate(
+      {name: trace_calibration.trace_blocks(trace)
+       for name, trace in traces.items()},
+      exclude={"ddp_k1.worker-0.json"})
+  assert calib["rows"] == ["horovod_k1.worker-0.json",
+                           "pace_k1.worker-0.json"]
+  assert calib["heads"] == {"horovod_k1.worker-0.json": [pytest.approx(0.04)],
+                            "pace_k1.worker-0.json": [pytest.approx(0.02)]}
+  assert calib["tail_s"] == pytest.approx(0.006)  # median of 4 and 8
+  assert calib["small_s"] is None and calib["interval_s"] is None
+
+
+def test_lad_fit_ignores_an_outlier():
+  # y = 2 + 0.5 x in group "a", 7 + 0.5 x in group "b"; one sample of "a"
+  # disturbed by +30. Least squares would tilt the slope; LAD does not.
+  samples = [("a", x, 2 + 0.5 * x) for x in (0, 2, 4, 6)]
+  samples += [("b", x, 7 + 0.5 * x) for x in (1, 3, 5)]
+  samples.append(("a", 8, 2 + 0.5 * 8 + 30))
+  slope, intercepts = trace_calibration.lad_fit(samples,
+                                                [i / 10 for i in range(11)])
+  assert slope == pytest.approx(0.5)
+  assert intercepts == {"a": pytest.approx(2), "b": pytest.approx(7)}
+
+
+def test_fit_block_head_recovers_share_and_start_ups():
+  compute = 0.040
+  share, startup = 0.45, {1: 0.001, 2: 0.006}
+
+  def head(k, f):
+    return startup[k] + compute * (share + (1 - share) * f)
+
+  samples = [(k, f, head(k, f)) for k in (1, 2) for f in (0.0, 0.05, 0.8, 1.0)]
+  fitted, startups = trace_calibration.fit_block_head(samples, compute)
+  assert fitted == pytest.approx(share)
+  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
+  # A given share is kept; the start-ups are fitted to it (and never < 0).
+  fitted, startups = trace_calibration.fit_block_head(samples, compute,
+                                                      share=0.3)
+  # head - C (0.3 + 0.7 f) - startup = C (0.15 - 0.15 f): median 0.08625 C.
+  assert fitted == 0.3
+  assert startups == {1: pytest.approx(0.001 + 0.08625 * compute),
+                      2: pytest.approx(0.006 + 0.08625 * compute)}
+  _, startups = trace_calibration.fit_block_head(samples, compute, share=0.9)
+  assert startups == {1: 0.0, 2: 0.0}  # never below 0
+  # Fractions that cannot tell the share apart from the start-up: default.
+  same_f = [(1, 1.0, head(1, 1.0)), (2, 1.0, head(2, 1.0))]
+  fitted, startups = trace_calibration.fit_block_head(same_f, compute,
+                                                 default_share=0.3)
+  assert fitted == 0.3
+  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
+  assert trace_calibration.fit_block_head([], compute, default_share=0.3) == (
+      0.3, {})

@@ -1,0 +1,224 @@
+"""What the probes beside a results directory measured, as model inputs.
+
+The penalty of a collective that task 0 reaches last
+(`scripts/bench_arrival_order.py`), weighted by how often task 0 started a
+block late in the traces, and the CPU cost of a collective on the compute
+core (`scripts/bench_contention.py`, else a collective's cost alone on a
+CPU-bound link): `ExecutionModel`'s `order_penalty` and `cpu`. Pure
+Python; the planner, netem and the timeline on first use.
+"""
+
+import glob
+import json
+import os
+import statistics
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
+
+from tf_preempt.bench import collective_cost
+from tf_preempt.bench import emulated_link
+from tf_preempt.bench import results_files
+
+# Where `--order_penalty=auto` looks, beside the results directory.
+ARRIVAL_ORDER_GLOB = "*arrival-order*/runs.jsonl"
+# Where `--cpu_cost=auto` looks first: scripts/bench_contention.py --out.
+CONTENTION_GLOB = "*contention*/cpu_cost.json"
+# Links at least this fast make the gRPC ring CPU-bound on this testbed.
+CPU_BOUND_BITS_PER_S = 1e9
+
+
+def order_penalty_points(runs: Sequence[Dict[str, Any]]
+                         ) -> Tuple[Tuple[float, float], ...]:
+  """`ExecutionModel.order_penalty` from scripts/bench_arrival_order.py.
+
+  Args:
+    runs: its `--json` lines (two workers). A run on an emulated link with
+      the default token bucket and namespaces gives a point: the excess of
+      a rank's half of the bytes over the bucket, in seconds of traffic at
+      the link's rate, and how much longer the collective took from the
+      last arrival when task 0 was late than when nobody was (at least 0).
+      Points of one excess (runs of several `late_ms`) are averaged. Only
+      runs whose late task slept (`--late_by=sleep`, the default; runs
+      from before the flag have no "late_by"): the model applies the
+      penalty as that probe measured it, the late task idle; a late task
+      that computes 1-2 ms longer costs nothing there.
+
+  Returns:
+    The points of positive excess, sorted.
+  """
+  from tf_preempt.launch import netem  # pylint: disable=g-import-not-at-top
+  by_excess = {}
+  for run in runs:
+    rate = run.get("bandwidth")
+    groups = run.get("by_late_task") or {}
+    burst = emulated_link.link_burst_bytes(rate)
+    if (burst is None or run.get("burst_bytes") is not None or
+        run.get("reverse_namespaces") or
+        run.get("late_by", "sleep") != "sleep" or
+        not {"task 0", "nobody"} <= set(groups)):
+      continue
+    excess = (run["nbytes"] / 2 - burst) / (netem.parse_rate(rate) / 8)
+    if excess <= 0:
+      continue
+    penalty = (groups["task 0"]["from_last_ms"] -
+               groups["nobody"]["from_last_ms"]) * 1e-3
+    by_excess.setdefault(round(excess, 9), []).append(max(0.0, penalty))
+  return tuple((x, statistics.fmean(v)) for x, v in sorted(by_excess.items()))
+
+
+def order_penalty_runs(results_dir: str, source: str
+                       ) -> Tuple[List[Dict[str, Any]], str]:
+  """The arrival-order runs `--order_penalty` names, and their path.
+
+  Raises:
+    ValueError: if `source` is a path that does not exist.
+  """
+  if source == "none":
+    return [], "none"
+  if source == "auto":
+    parent = os.path.dirname(os.path.abspath(results_dir))
+    found = sorted(glob.glob(os.path.join(parent, ARRIVAL_ORDER_GLOB)))
+    if not found:
+      return [], f"none: no {ARRIVAL_ORDER_GLOB} beside the directory"
+    source = found[-1]
+  if not os.path.isfile(source):
+    raise ValueError(f"order_penalty={source!r}: no such file")
+  with open(source) as f:
+    runs = [json.loads(line) for line in f if line.strip()]
+  return runs, os.path.relpath(
+      source, os.path.dirname(os.path.abspath(results_dir)))
+
+
+def late_starts(results_dir: str, traces: Dict[str, Dict[str, Any]],
+                first_step: int) -> Dict[str, Tuple[int, int, int]]:
+  """Per two-worker trace pair: (K, blocks task 0 started late
+  (`timeline.LATE_START_S` after task 1), blocks), from `first_step` on.
+
+  Args:
+    results_dir: the results directory (worker 1's traces are read here).
+    traces: worker 0's traces by file name
+      (`results_files.worker0_traces`).
+    first_step: the warm-up left out.
+  """
+  from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name, trace in sorted(traces.items()):
+    other = os.path.join(results_dir, "traces",
+                         name.replace(".worker-0.", ".worker-1."))
+    peer = results_files.read_json(other)
+    if peer is None or os.path.isfile(other.replace(".worker-1.",
+                                                    ".worker-2.")):
+      continue
+    k = results_files.trace_unroll(name)
+    blocks = timeline.block_skews([trace, peer], first_step=first_step,
+                                  unroll=k)
+    if blocks:
+      out[name] = (k, timeline.late_start_counts(blocks)[0], len(blocks))
+  return out
+
+
+def late_start_share(counts: Dict[str, Tuple[int, int, int]],
+                     trace_names: Collection[str], unroll: int
+                     ) -> Optional[float]:
+  """The share of blocks task 0 started late over the traces named (of
+  `late_starts`) of unroll `unroll`, or of any unroll if none is; None
+  without such traces."""
+  chosen = [counts[n] for n in trace_names if n in counts]
+  alike = [c for c in chosen if c[0] == unroll] or chosen
+  total = sum(c[2] for c in alike)
+  return sum(c[1] for c in alike) / total if total else None
+
+
+def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
+                   total_bytes: int, source: str = "auto"):
+  """(CPU cost of a collective or None, where it came from).
+
+  Args:
+    results_dir: the directory being validated.
+    setup: its `results_files.benchmark_setup`.
+    cost: its cost model of a collective alone.
+    total_bytes: the model's gradient bytes.
+    source: "none"; "auto" (the newest `contention_cost` of the
+      directory's link and worker count beside it; else this directory's
+      `cost` if its link is CPU-bound, else the fastest CPU-bound sibling
+      directory of the same worker count, else none); or a results
+      directory or a cost_model.json measured on a CPU-bound link, or a
+      cpu_cost.json of scripts/bench_contention.py.
+
+  Returns:
+    The CPU cost: measured as the compute's loss to a concurrent
+    collective (a contention cpu_cost.json), or the collective's time
+    alone on a CPU-bound link, all of it taken as CPU work (an upper
+    bound), or None; and a description.
+
+  Raises:
+    ValueError: if `source` is a path with neither file.
+  """
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  if source == "none":
+    return None, "none (communication takes no compute time)"
+  if source == "auto":
+    source = contention_cost(results_dir, setup)
+  if source == "auto" or source is None:
+    link = setup.get("link_bits_per_s")
+    if link is not None and link >= CPU_BOUND_BITS_PER_S:
+      return cost, "this directory's own cost model (CPU-bound link)"
+    source = _fastest_cpu_bound_sibling(results_dir, setup)
+    if source is None:
+      return None, ("none: no results directory of the same worker count "
+                    "on a CPU-bound link beside this one")
+  path = (os.path.join(source, "cost_model.json") if os.path.isdir(source)
+          else source)
+  name = os.path.relpath(path, os.path.dirname(os.path.abspath(results_dir)))
+  if os.path.isfile(path):
+    return plan_lib.CostModel.from_dict(results_files.read_json(path)), name
+  results = results_files.read_json(os.path.join(source, "results.json"))
+  if results is None:
+    raise ValueError(f"cpu_cost={source!r}: no cost_model.json or "
+                     "results.json there")
+  alpha = min(collective_cost.GRPC_ALPHA_S, results["comm_s"])
+  return (plan_lib.CostModel(alpha=alpha, beta=(results["comm_s"] - alpha) /
+                             total_bytes),
+          f"{os.path.dirname(name)}: alpha {alpha * 1e3:.1f} ms (testbed), "
+          "beta from its comm_s")
+
+
+def contention_cost(results_dir: str, setup: Dict[str, Any]
+                    ) -> Optional[str]:
+  """The newest `CONTENTION_GLOB` beside `results_dir` measured on its
+  link rate with its worker count (bench_contention runs 2), or None."""
+  parent = os.path.dirname(os.path.abspath(results_dir))
+  rate = setup.get("link_bits_per_s")
+  if rate is None or setup.get("workers") != 2:
+    return None
+  found = [path for path in sorted(glob.glob(os.path.join(
+      parent, CONTENTION_GLOB)))
+           if emulated_link.link_bits_per_s(
+               (results_files.read_json(path) or {}).get("bandwidth") or
+               "") == rate]
+  return found[-1] if found else None
+
+
+def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
+                               ) -> Optional[str]:
+  """The sibling results directory of the same worker count on the fastest
+  link of at least CPU_BOUND_BITS_PER_S (on a tie: one with a
+  cost_model.json, then the same model, then the newest name), or None."""
+  best = None
+  parent = os.path.dirname(os.path.abspath(results_dir))
+  for path in sorted(glob.glob(os.path.join(parent, "*", "results.json"))):
+    other = os.path.dirname(path)
+    other_setup = results_files.benchmark_setup(
+        results_files.read_json(path), {})
+    rate = other_setup["link_bits_per_s"]
+    # The CPU cost of a collective is the machine's and the ring's (worker
+    # count), not the model's.
+    if (rate is None or rate < CPU_BOUND_BITS_PER_S or
+        other_setup["workers"] != setup["workers"]):
+      continue
+    # The fastest link; on a tie, one with a cost_model.json, then the
+    # same model, then the newest name.
+    key = (rate, os.path.isfile(os.path.join(other, "cost_model.json")),
+           other_setup["model"] == setup["model"], os.path.basename(other))
+    if best is None or key > best[0]:
+      best = (key, other)
+  return None if best is None else best[1]

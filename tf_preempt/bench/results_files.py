@@ -1,0 +1,97 @@
+"""What a `scripts/bench.py` results directory holds, read as plain data.
+
+Its JSON files, worker 0's Chrome traces and their names (row NAME@K ->
+NAME_kK.worker-0.json), the flags of its command, and the benchmark's
+setup: model, workers, global batch and link. Pure Python.
+"""
+
+import glob
+import json
+import os
+import re
+from typing import Any, Dict, Optional
+
+from tf_preempt.bench import emulated_link
+from tf_preempt.bench.results import split_name
+
+
+def read_json(path: str) -> Optional[Any]:
+  """The JSON document at `path`.
+
+  Args:
+    path: a file of the results directory (or of a sibling).
+
+  Returns:
+    The parsed document, or None if there is no such file (a benchmark
+    need not record every file).
+  """
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def worker0_traces(results_dir: str) -> Dict[str, Dict[str, Any]]:
+  """Worker 0's Chrome traces of the rows.
+
+  Args:
+    results_dir: a `scripts/bench.py` results directory.
+
+  Returns:
+    {file name (`trace_name`'s): its trace}, in name order; empty without
+    RESULTS_DIR/traces.
+  """
+  out = {}
+  for path in sorted(glob.glob(os.path.join(results_dir, "traces",
+                                            "*.worker-0.json"))):
+    out[os.path.basename(path)] = read_json(path)
+  return out
+
+
+def trace_name(row: str) -> str:
+  """The trace file of row NAME@K on worker 0 (bench.py's naming)."""
+  scheduler, unroll = split_name(row)
+  return f"{scheduler}_k{unroll}.worker-0.json"
+
+
+def trace_unroll(trace: str) -> int:
+  """K of a trace file named as `trace_name` makes them (1 if unnamed)."""
+  match = re.search(r"_k(\d+)\.worker-\d+\.json$", trace)
+  return int(match.group(1)) if match else 1
+
+
+def command_flag(results: Dict[str, Any], name: str, default: str) -> str:
+  """The value of --`name` in results.json's bench.py command, or
+  `default`."""
+  m = re.search(rf"--{name}[= ](\S+)", results.get("command", ""))
+  return m.group(1) if m else default
+
+
+def benchmark_setup(results: Dict[str, Any],
+                    traces: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+  """Model, workers, global batch and link of the benchmark.
+
+  Args:
+    results: its results.json.
+    traces: its `worker0_traces` (their metadata first), or {}.
+
+  Returns:
+    {"model", "workers", "global_batch_size", "source": where they came
+    from, "link_rate", "link_bits_per_s", "link_burst_s"}.
+  """
+  rate = emulated_link.link_rate(results)
+  link = {"link_rate": rate,
+          "link_bits_per_s": emulated_link.link_bits_per_s(rate or ""),
+          "link_burst_s": emulated_link.link_burst_seconds(rate)}
+  for trace in traces.values():
+    stats = (trace.get("metadata") or {}).get("stats") or {}
+    if {"model", "workers", "global_batch_size"} <= set(stats):
+      return {"model": stats["model"], "workers": int(stats["workers"]),
+              "global_batch_size": int(stats["global_batch_size"]),
+              "source": "trace metadata", **link}
+  # The defaults of scripts/bench.py.
+  return {"model": command_flag(results, "model", "vgg_small"),
+          "workers": int(command_flag(results, "workers", "2")),
+          "global_batch_size": int(command_flag(results, "batch_size", "48")),
+          "source": "results.json command (bench.py defaults where absent)",
+          **link}

@@ -1,0 +1,212 @@
+"""Leave-one-out calibration of the execution model from Chrome traces.
+
+Per steady-state block of worker 0's trace: its head (start to the first
+ready gradient), its tail (last collective to its end) and its small
+collectives (`trace_blocks`); their medians over the other rows' traces
+(`calibrate`); and the robust fits to them of the per-block overhead and of
+the forward share and block start-up (`lad_fit`, `fit_block_head`). Pure
+Python.
+"""
+
+import statistics
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
+
+# Collectives this small move almost no bytes: their duration while the
+# backward pass computes is their fixed cost under contention.
+SMALL_COLLECTIVE_BYTES = 64 << 10
+# The calibration figures only traces with small collectives in flight
+# together carry (see `calibrate`).
+SMALL_COLLECTIVE_KEYS = ("small_s", "interval_s")
+# Candidate seconds per tensor of the update work that follows a block's
+# last collective (0 to 1 ms, in 10 us steps).
+UPDATE_SLOPES_S = [i * 1e-5 for i in range(101)]
+
+
+def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
+  """Per steady-state block: head, tail and small-collective durations.
+
+  The first block (tracing, connection set-up) is left out. A block needs
+  the bench's compute events and the collectives' `iteration`, `bytes`
+  and `ready_ns` args and the trace's `origin_ns`; without them, [].
+
+  Args:
+    trace: worker 0's Chrome trace of one row.
+
+  Returns:
+    Per block, in order: {"head_s": its start to its first ready
+    gradient, "tail_s": its last collective's end to its end, "small_s":
+    durations of its small collectives that ended while the backward
+    pass computed, "interval_s": the times between the ends of two small
+    collectives in flight together after the backward pass, "block_s":
+    its length}.
+  """
+  origin = (trace.get("otherData") or {}).get("origin_ns")
+  events = trace.get("traceEvents", ())
+  blocks = sorted((e for e in events if e.get("cat") == "compute" and
+                   e.get("ph") == "X"), key=lambda e: e["ts"])
+  colls = [e for e in events if e.get("cat") == "collective" and
+           e.get("ph") == "X" and
+           {"iteration", "bytes", "ready_ns"} <= set(e.get("args") or {})]
+  if origin is None or not colls:
+    return []
+  out = []
+  for b in blocks[1:]:
+    start, end = b["ts"], b["ts"] + b["dur"]
+    inside = [e for e in colls if start <= e["ts"] < end]
+    if not inside:
+      continue
+    by_step = {}
+    for e in inside:
+      by_step.setdefault(e["args"]["iteration"], []).append(e)
+    first = by_step[min(by_step)]
+    ready = lambda e: (e["args"]["ready_ns"] - origin) / 1e3  # us
+    small, interval = [], []
+    for step in by_step.values():
+      last_ready = max(ready(e) for e in step)
+      is_small = lambda e: e["args"]["bytes"] <= SMALL_COLLECTIVE_BYTES
+      small += [e["dur"] * 1e-6 for e in step
+                if is_small(e) and e["ts"] + e["dur"] <= last_ready]
+      # Two small collectives in flight together after the backward pass:
+      # the second ends one serial (CPU) part after the first.
+      step = sorted(step, key=lambda e: e["ts"])
+      for a, b in zip(step, step[1:]):
+        a_end = a["ts"] + a["dur"]
+        if (is_small(a) and is_small(b) and b["ts"] < a_end and
+            a["ts"] >= last_ready):
+          interval.append((b["ts"] + b["dur"] - a_end) * 1e-6)
+    out.append({
+        "head_s": (min(ready(e) for e in first) - start) * 1e-6,
+        "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
+        "small_s": small, "interval_s": interval,
+        "block_s": (end - start) * 1e-6})
+  return out
+
+
+def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
+              exclude: Sequence[str], disturbed: Sequence[str] = ()
+              ) -> Dict[str, Any]:
+  """Medians over the traces of every row but those named in `exclude`.
+
+  Args:
+    blocks_of: {trace name: its `trace_blocks`}.
+    exclude: trace names to leave out.
+    disturbed: trace names to leave out too, except for the small-
+      collective figures (`SMALL_COLLECTIVE_KEYS`) when no other trace has
+      them: only some rows' traces measure them (many small collectives in
+      flight), and a disturbed measurement beats none (the CPU part would
+      fall back to all of alpha and the share to 1).
+
+  Returns:
+    {"heads": {trace: its blocks' times to their first ready gradient},
+    "tail_s": a block's last collective to its end, "small_s":
+    durations of small collectives while the backward pass computed,
+    "interval_s": the time between the ends of two small collectives in
+    flight together after the backward pass (the part of a collective's
+    fixed cost that does not overlap: its CPU work), "rows": the traces
+    used, "tails": {trace: its blocks' tails}, "from_disturbed": the
+    small-collective keys taken from disturbed traces}; a value is None
+    without samples.
+  """
+  calib = _medians(blocks_of, set(exclude) | set(disturbed))
+  calib["from_disturbed"] = []
+  if disturbed and any(calib[k] is None for k in SMALL_COLLECTIVE_KEYS):
+    noisy = _medians(blocks_of, exclude)
+    for key in SMALL_COLLECTIVE_KEYS:
+      if calib[key] is None and noisy[key] is not None:
+        calib[key] = noisy[key]
+        calib["from_disturbed"].append(key)
+  return calib
+
+
+def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
+             exclude: Collection[str]) -> Dict[str, Any]:
+  """`calibrate`'s figures over the traces not in `exclude`."""
+  tails, small, interval = [], [], []
+  by_trace, heads = {}, {}
+  for name, blocks in sorted(blocks_of.items()):
+    if name in exclude or not blocks:
+      continue
+    by_trace[name] = [b["tail_s"] for b in blocks]
+    tails += by_trace[name]
+    heads[name] = [b["head_s"] for b in blocks]
+    for b in blocks:
+      small += b["small_s"]
+      interval += b["interval_s"]
+  med = lambda v: statistics.median(v) if v else None
+  return {"heads": heads, "tail_s": med(tails), "small_s": med(small),
+          "interval_s": med(interval), "rows": list(by_trace),
+          "tails": by_trace}
+
+
+def lad_fit(samples: Sequence[Tuple[Any, float, float]],
+            slopes: Sequence[float]) -> Tuple[float, Dict[Any, float]]:
+  """Least absolute deviations of y = intercept[group] + slope * x.
+
+  Robust to a few disturbed samples, where least squares is not: each
+  group's intercept is its median residual, the slope the first candidate
+  that minimises the summed |residual|.
+
+  Args:
+    samples: (group, x, y) triples, at least one.
+    slopes: the candidate slopes.
+
+  Returns:
+    (slope, {group: intercept}).
+  """
+  groups = sorted({g for g, _, _ in samples})
+
+  def intercepts(a):
+    return {g: statistics.median(y - a * x for gg, x, y in samples
+                                 if gg == g) for g in groups}
+
+  def deviation(a):
+    o = intercepts(a)
+    return sum(abs(y - o[g] - a * x) for g, x, y in samples)
+
+  # The sum is piecewise linear in the slope and often flat over a range:
+  # take the first of the candidates within round-off of the least, so
+  # that the choice does not hang on the last bits of the samples.
+  deviations = [deviation(a) for a in slopes]
+  least = min(deviations)
+  slope = next(a for a, d in zip(slopes, deviations) if d <= least + 1e-12)
+  return slope, intercepts(slope)
+
+
+def fit_block_head(samples: Sequence[Tuple[int, float, float]],
+                   compute_s: float, share: Optional[float] = None,
+                   default_share: Optional[float] = None
+                   ) -> Tuple[Optional[float], Dict[int, float]]:
+  """The forward share of compute and each K's block start-up, from heads.
+
+  A block's head (its start to its first ready gradient) is modelled as
+  `startup[K] + compute_s * (share + (1 - share) * f)`, f the fraction of
+  the backward pass before the first collective is ready
+  (`first_ready_fraction`). Rows that reduce everything in one collective
+  (f = 1) measure the start-up alone; rows whose first collective holds
+  only the last layers' gradients (f near 0) measure the forward share.
+  Fitted by least absolute deviations (`lad_fit`, share in [0.05, 0.95]).
+
+  Args:
+    samples: (K, f, head seconds) per trace (its blocks' median head).
+    compute_s: the measured compute of one step.
+    share: a given forward share (not fitted), or None.
+    default_share: the share when the samples cannot tell it (their f
+      differ by less than 0.25) and none is given.
+
+  Returns:
+    (share, {K: start-up seconds, >= 0}); share is None only if it was
+    neither identifiable, given nor defaulted (then no start-ups).
+  """
+  if not samples:
+    return (default_share if share is None else share), {}
+  fractions = [f for _, f, _ in samples]
+  if share is None and max(fractions) - min(fractions) < 0.25:
+    share = default_share
+  if share is None:
+    slopes = [i / 100 for i in range(5, 96)]
+  else:
+    slopes = [share]
+  # head - C f = startup[K] + share * C (1 - f)
+  share, startups = lad_fit([(k, compute_s * (1 - f), h - compute_s * f)
+                             for k, f, h in samples], slopes)
+  return share, {k: max(0.0, u) for k, u in startups.items()}

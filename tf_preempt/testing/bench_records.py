@@ -1,0 +1,47 @@
+"""Made-up benchmark records for tests of `tf_preempt.bench`'s readers.
+
+Chrome trace events as the bench runtime writes them (compute blocks and
+collectives with their `iteration`, `bytes` and `ready_ns`), lines of
+`scripts/bench_arrival_order.py --json`, and the times of collectives
+timed alone that the execution model gives. Pure Python; the planner on
+first use.
+"""
+
+
+def collective(iteration, cid, nbytes, ready_us, start_us, dur_us):
+  """A traced collective: its step, id, bytes, ready time, start, length."""
+  return {"name": f"collective {cid}", "cat": "collective", "ph": "X",
+          "pid": 0, "tid": 1 + cid % 2, "ts": start_us, "dur": dur_us,
+          "args": {"iteration": iteration, "collective_id": cid,
+                   "bytes": nbytes, "ready_ns": int(ready_us * 1e3)}}
+
+
+def block(index, start_us, dur_us):
+  """A traced compute block (of K steps)."""
+  return {"name": f"block {index}", "cat": "compute", "ph": "X", "pid": 1,
+          "tid": 0, "ts": start_us, "dur": dur_us}
+
+
+def trace(blocks, collectives):
+  """Worker 0's trace of a vgg_small run of 2 workers, global batch 8."""
+  return {"traceEvents": blocks + collectives, "otherData": {"origin_ns": 0},
+          "metadata": {"stats": {"model": "vgg_small", "workers": 2,
+                                 "global_batch_size": 8}}}
+
+
+def arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, **extra):
+  """One line of scripts/bench_arrival_order.py --json."""
+  return dict({"bandwidth": bandwidth, "nbytes": nbytes, "late_ms": 4.0,
+               "by_late_task": {
+                   "nobody": {"steps": 29, "from_last_ms": nobody_ms},
+                   "task 0": {"steps": 21, "from_last_ms": task0_ms},
+                   "task 1": {"steps": 20, "from_last_ms": nobody_ms}}},
+              **extra)
+
+
+def repeated_samples(cost, burst, cpu, sizes):
+  """Seconds of a collective of each size repeated alone, as the execution
+  model gives them on a link of `burst` seconds of tokens."""
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  model = execution.ExecutionModel(cpu=cpu, link_burst=burst)
+  return [execution.repeated_seconds(cost, s, model) for s in sizes]
