@@ -126,3 +126,21 @@ def test_two_computing_workers_on_loopback():
       # 3 ms more of matmuls inside the step: that task arrives later by
       # about that much (loosely: the machine is shared).
       assert g["skew_ms"] >= 1.5
+
+
+@pytest.mark.slow
+def test_tf_preempt_strategy_reduces_in_the_workers():
+  steps, warmup = 12, 4
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_arrival_order"),
+       "--bandwidth=", "--nbytes=40000", "--late_ms=2",
+       "--strategy=tf_preempt", f"--steps={steps}",
+       f"--warmup_steps={warmup}", "--timeout_s=240", "--json"],
+      cwd=scripts.REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  assert out["strategy"] == "tf_preempt"
+  assert out["strategy_classes"] == ["PreemptiveMultiWorkerMirroredStrategy"]
+  groups = out["by_late_task"]
+  assert sum(g["steps"] for g in groups.values()) == steps - warmup
+  assert all(g["from_last_ms"] > 0 for g in groups.values())

@@ -46,6 +46,10 @@ def define_flags() -> None:
                     "or it computes longer inside the step.")
   flags.DEFINE_float("busy_ms", 10.0, "With --late_by=compute: every task's "
                      "compute before the all-reduce.")
+  flags.DEFINE_enum("strategy", "stock", ["stock", "tf_preempt"],
+                    "Whose all-reduce: stock MultiWorkerMirroredStrategy, or "
+                    "tf_preempt's with the tf_default scheduler (the same "
+                    "collective, gated by the scheduler op).")
 
 
 def late_tasks(num_workers: int, steps: int, seed: int):
@@ -67,7 +71,8 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
-  strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
+  strategy, gradient = stock_ring.strategy_and_gradient(
+      f.nbytes, preemptive=f.strategy == "tf_preempt")
   task = strategy.cluster_resolver.task_id
   computing = f.late_by == "compute"
   if computing:
@@ -94,7 +99,8 @@ def main(argv: Sequence[str]) -> None:
       return arrival, end, reduced[0] + x[0, 0] * 0.0
     return strategy.run(replica_fn)
 
-  out = {"task": task}
+  # Reported so the script can show which strategy really reduced.
+  out = {"task": task, "strategy_class": type(strategy).__name__}
   busy_ops = late_ops = 0
   if computing:
     # Each worker times its own chain (compute only, no collective).

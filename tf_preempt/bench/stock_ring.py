@@ -3,25 +3,36 @@
 `scripts/bench_arrival_order.py` and `scripts/bench_contention.py` time
 what TensorFlow's own ring does, so their workers build stock
 `tf.distribute.MultiWorkerMirroredStrategy` with RING collectives here,
-and the variables of the chain of matmuls they compute beside it.
+and the variables of the chain of matmuls they compute beside it. For a
+side-by-side check the arrival probe can also build tf_preempt's strategy
+with the "tf_default" scheduler (the same one collective, gated by the
+scheduler op), as the training binary's tf_default rows run it.
 """
 
 
-def strategy_and_gradient(nbytes: int):
+def strategy_and_gradient(nbytes: int, preemptive: bool = False):
   """Stock MultiWorkerMirroredStrategy (RING) and a gradient to reduce.
 
   Args:
     nbytes: bytes of the gradient (float32; at least one element).
+    preemptive: build `tf_preempt.PreemptiveMultiWorkerMirroredStrategy`
+      with scheduler "tf_default" instead (RING too).
 
   Returns:
     (the strategy, from TF_CONFIG; a non-trainable float32 variable of
     ones of `nbytes` // 4 elements, made in its scope).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  strategy = tf.distribute.MultiWorkerMirroredStrategy(
-      communication_options=tf.distribute.experimental.CommunicationOptions(
-          implementation=tf.distribute.experimental.CommunicationImplementation
-          .RING))
+  options = tf.distribute.experimental.CommunicationOptions(
+      implementation=tf.distribute.experimental.CommunicationImplementation
+      .RING)
+  if preemptive:
+    import tf_preempt  # pylint: disable=g-import-not-at-top
+    strategy = tf_preempt.PreemptiveMultiWorkerMirroredStrategy(
+        communication_options=options, scheduler="tf_default")
+  else:
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=options)
   with strategy.scope():
     gradient = tf.Variable(tf.ones([max(1, nbytes // 4)]), trainable=False)
   return strategy, gradient
