@@ -94,19 +94,24 @@ def test_malformed_tf_config(tf_config, needle):
   _fails_early(result, "TF_CONFIG", needle)
 
 
-@pytest.mark.slow
-def test_two_workers_through_the_launcher(tmp_path):
+def _launch_two_workers(log_dir, train_args):
+  """Runs train.py on two workers through scripts/launch.py; their stats."""
   command = [sys.executable, _LAUNCH, "--num_workers=2", "--timeout_s=240",
-             f"--log_dir={tmp_path}", "--", sys.executable, _TRAIN,
+             f"--log_dir={log_dir}", "--", sys.executable, _TRAIN,
              "--strategy=multi_worker", "--model=vgg_small",
              "--batch_size=8", "--steps=4", "--unroll=2", "--scheduler=pace",
-             "--warmup_blocks=1", f"--model_dir={tmp_path / 'model'}"]
+             "--warmup_blocks=1"] + list(train_args)
   result = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True,
                           timeout=300)
   assert result.returncode == 0, result.stdout + result.stderr
   lines = [l for l in result.stdout.splitlines() if l.startswith("[worker")]
   assert len(lines) == 2, result.stdout
-  stats = [json.loads(l.split("] ", 1)[1]) for l in lines]
+  return [json.loads(l.split("] ", 1)[1]) for l in lines]
+
+
+@pytest.mark.slow
+def test_two_workers_through_the_launcher(tmp_path):
+  stats = _launch_two_workers(tmp_path, [f"--model_dir={tmp_path / 'model'}"])
   for i, s in enumerate(stats):
     assert s["workers"] == 2 and s["worker_index"] == i
     assert s["replicas"] == 2 and s["unroll"] == 2
@@ -121,3 +126,14 @@ def test_two_workers_through_the_launcher(tmp_path):
     with open(tmp_path / f"worker-{i}.stdout.log") as f:
       out = f.read().strip().splitlines()
     assert len(out) == 1 and json.loads(out[0])["worker_index"] == i
+
+
+@pytest.mark.slow
+def test_keeping_buffers_in_the_heap_trains_the_same(tmp_path):
+  by_heap = {mode: _launch_two_workers(tmp_path / mode, [f"--heap={mode}"])
+             for mode in ("tensorflow", "keep")}
+  for mode, stats in by_heap.items():
+    assert [s["heap"] for s in stats] == [mode, mode]
+  # Where buffers live changes no arithmetic: the same seed, the same loss.
+  assert by_heap["keep"][0]["final_loss"] == pytest.approx(
+      by_heap["tensorflow"][0]["final_loss"], rel=1e-6)

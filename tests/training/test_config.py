@@ -63,6 +63,7 @@ def test_defaults_are_valid():
     ("data_dir", ""),
     ("intra_op_threads", 0),
     ("inter_op_threads", -2),
+    ("heap", "glibc"),
     ("learning_rate", 0.0),
     ("learning_rate", "fast"),
     ("seed", -1),

@@ -21,6 +21,7 @@ from tf_preempt import models
 from tf_preempt import strategies
 from tf_preempt.keras import unroll_steps
 from tf_preempt.plan import Plan
+from tf_preempt.runtime import heap
 from tf_preempt.telemetry import chrome_trace
 from tf_preempt.training import config as config_lib
 from tf_preempt.training import data
@@ -325,6 +326,8 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
 
   workers, worker_index = _cluster_position(config)
   strategy = make_strategy(config)
+  # After the strategy: a multi-worker strategy must come before any op.
+  heap.configure_heap(config.heap)
   previous_policy = keras.mixed_precision.global_policy()
   if config.mixed_precision is not None:
     keras.mixed_precision.set_global_policy(config.mixed_precision)
@@ -414,6 +417,7 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       "mixed_precision": config.mixed_precision,
       "intra_op_threads": threading.get_intra_op_parallelism_threads(),
       "inter_op_threads": threading.get_inter_op_parallelism_threads(),
+      "heap": config.heap,
   }
   if config.profile_steps:
     if replanner is None:
