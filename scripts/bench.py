@@ -24,6 +24,7 @@ from absl import flags
 
 import demo  # scripts/demo.py: one N-worker training run (train_once).
 
+from tf_preempt import heap
 from tf_preempt.bench import runner
 
 _SCRIPTS = os.path.dirname(os.path.abspath(__file__))
@@ -54,6 +55,9 @@ def define_flags() -> None:
                     "gradients densely in its plan (--sparse_as_dense of "
                     "scripts/train.py); the baselines keep stock's "
                     "all-gather, as their projects' defaults do.")
+  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
+                    "Every process of the benchmark (rows and references): "
+                    + heap.FLAG_HELP)
 
 
 def _check(f) -> None:
@@ -99,7 +103,7 @@ def main(argv: Sequence[str]) -> None:
                timeout_s=f.timeout_s,
                pace_profile_steps=f.pace_profile_steps,
                pace_sparse_as_dense=f.pace_sparse_as_dense,
-               log=lambda m: print(m, flush=True))
+               heap_mode=f.heap, log=lambda m: print(m, flush=True))
   except RuntimeError as e:
     print(f"bench: {e}", file=sys.stderr)
     sys.exit(1)

@@ -2,7 +2,7 @@ r"""Does a stock all-reduce take longer when one particular task arrives last?
 
   python scripts/bench_arrival_order.py [--bandwidth 2gbit] [--nbytes 3260000]
       [--late_ms 4] [--late_by sleep|compute] [--busy_ms 10] [--steps 80]
-      [--strategy stock|tf_preempt] [--json]
+      [--strategy stock|tf_preempt] [--heap tensorflow|keep] [--json]
 
 Launches `--workers` workers of `tf_preempt.bench.arrival_worker` (stock
 MultiWorkerMirroredStrategy, RING, one all-reduce per step; no tf_preempt
@@ -16,9 +16,11 @@ end of a backward pass). Prints, per late task, the median time from
 the last arrival to the collective's end (what a step waits for once every
 worker is in) and the median arrival skew. `--strategy=tf_preempt`
 reduces through tf_preempt's strategy (scheduler "tf_default": the same
-collective, gated by the scheduler op) instead of stock's. `--burst_bytes` sets the links'
-token bucket, `--reverse_namespaces` runs task i in worker N-1-i's
-namespace, `--worker_logs DIR` keeps the workers' logs.
+collective, gated by the scheduler op) instead of stock's. `--heap` is
+the workers' `tf_preempt.configure_heap` mode (as the training rows').
+`--burst_bytes` sets the links' token bucket, `--reverse_namespaces` runs
+task i in worker N-1-i's namespace, `--worker_logs DIR` keeps the
+workers' logs.
 
 benchmarks/simulation/README.md ("Where it misses") quotes its numbers: on
 this machine the all-reduce takes longer when task 0 is the late one.
@@ -132,7 +134,7 @@ def main(argv: Sequence[str]) -> int:
              f"--nbytes={f.nbytes}", f"--late_ms={f.late_ms}",
              f"--steps={f.steps}", f"--seed={f.seed}",
              f"--late_by={f.late_by}", f"--busy_ms={f.busy_ms}",
-             f"--strategy={f.strategy}"]
+             f"--strategy={f.strategy}", f"--heap={f.heap}"]
   try:
     link = (netem.LinkConfig(rate=f.bandwidth, burst_bytes=f.burst_bytes)
             if f.bandwidth else None)
@@ -151,7 +153,7 @@ def main(argv: Sequence[str]) -> int:
   if f.json:
     print(json.dumps({"bandwidth": f.bandwidth or None, "nbytes": f.nbytes,
                       "late_ms": f.late_ms, "late_by": f.late_by,
-                      "strategy": f.strategy,
+                      "strategy": f.strategy, "heap": f.heap,
                       "strategy_classes": sorted(
                           {w.get("strategy_class", "?") for w in outputs}),
                       **computing, "burst_bytes": f.burst_bytes,
@@ -165,7 +167,7 @@ def main(argv: Sequence[str]) -> int:
          f"computing (every task computes {f.busy_ms:g} ms first; a matmul "
          f"took {computing['ms_per_op']:.3f} ms)")
   print(f"{f.workers} workers, {where}, one {f.strategy} all-reduce of "
-        f"{f.nbytes} B, "
+        f"{f.nbytes} B (heap {f.heap}), "
         f"the late task {f.late_ms:g} ms late, {how}")
   for key, g in groups.items():
     print(f"  {key + ' late:':14s} {g['steps']:3d} steps, last arrival to "

@@ -1,7 +1,8 @@
 r"""How much core does an all-reduce take from the compute it overlaps?
 
   python scripts/bench_contention.py [--bandwidth 2gbit]
-      [--sizes 200000,1000000,2100000,3260000] [--out DIR] [--json]
+      [--sizes 200000,1000000,2100000,3260000] [--heap tensorflow|keep]
+      [--out DIR] [--json]
 
 Launches two workers of `tf_preempt.bench.contention_worker` (stock
 MultiWorkerMirroredStrategy, RING) over the emulated link, each pinned to its
@@ -15,8 +16,10 @@ a collective while compute runs (`fit_cpu_cost`: per byte, the least-squares
 slope of that loss against the bytes; fixed, the smallest size's loss less
 its bytes' part), which `scripts/validate_sim.py
 --cpu_cost=DIR/cpu_cost.json` (and `--cpu_cost=auto`, from a directory named
-*contention* beside the results, of the same link rate) takes. `--out DIR` writes runs.jsonl (one line per size) and
-cpu_cost.json there. Prints numbers only; nothing here is asserted.
+*contention* beside the results, of the same link rate) takes. `--heap`
+is the workers' `tf_preempt.configure_heap` mode (as the training rows').
+`--out DIR` writes runs.jsonl (one line per size) and cpu_cost.json there.
+Prints numbers only; nothing here is asserted.
 """
 
 import json
@@ -28,6 +31,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt import heap
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
@@ -48,6 +52,8 @@ def define_flags() -> None:
   flags.DEFINE_string("out", None, "Write runs.jsonl and cpu_cost.json "
                       "here.")
   flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
+                    "The workers' heap: " + heap.FLAG_HELP)
 
 
 def summarize(worker_outputs: Sequence[Mapping[str, Any]],
@@ -149,7 +155,8 @@ def main(argv: Sequence[str]) -> int:
   for nbytes in sizes:
     command = [sys.executable, "-m", "tf_preempt.bench.contention_worker",
                f"--nbytes={nbytes}", f"--ops={f.ops}",
-               f"--matrix={f.matrix}", f"--rounds={f.rounds}"]
+               f"--matrix={f.matrix}", f"--rounds={f.rounds}",
+               f"--heap={f.heap}"]
     try:
       outputs = launcher.launch_for_stats(command, 2, link=link,
                                           timeout_s=f.timeout_s,
@@ -159,7 +166,7 @@ def main(argv: Sequence[str]) -> int:
       print(f"bench_contention: {e}", file=sys.stderr)
       return 1
     rows.append(dict(bandwidth=f.bandwidth or None, nbytes=nbytes, ops=f.ops,
-                     matrix=f.matrix, **row))
+                     matrix=f.matrix, heap=f.heap, **row))
   cpu = fit_cpu_cost(rows) if len(set(sizes)) >= 2 else None
   if f.out:
     os.makedirs(f.out, exist_ok=True)

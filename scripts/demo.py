@@ -171,6 +171,7 @@ def train_once(scheduler: str, unroll: int, *, model: str, batch_size: int,
           "plan_json": stats[0].get("plan_json"),
           "timed_steps": stats[0]["timed_steps"],
           "profile": stats[0].get("profile"),
+          "heap": stats[0].get("heap"),
           "elapsed_s": elapsed_s}
 
 

@@ -18,6 +18,7 @@ from typing import Any, Dict, Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt import heap
 from tf_preempt.models import registry as model_registry
 from tf_preempt.training import config as config_lib
 
@@ -85,11 +86,7 @@ def define_flags() -> None:
                        "TensorFlow intra-op threads.")
   flags.DEFINE_integer("inter_op_threads", None,
                        "TensorFlow inter-op threads.")
-  flags.DEFINE_enum("heap", d.heap, list(config_lib.HEAP_MODES),
-                    "Large host buffers: tensorflow (TensorFlow's 128 KiB "
-                    "mmap threshold: every large gRPC buffer of a collective "
-                    "faults in anew) or keep (up to 32 MiB from the heap, "
-                    "reused; more memory kept).")
+  flags.DEFINE_enum("heap", d.heap, list(heap.HEAP_MODES), heap.FLAG_HELP)
   flags.DEFINE_float("learning_rate", d.learning_rate, "SGD learning rate.")
   flags.DEFINE_integer("seed", d.seed, "Seed of weights and synthetic data.")
   flags.DEFINE_integer("warmup_blocks", d.warmup_blocks,

@@ -24,7 +24,7 @@ _LAZY = {
     "ProfileAndReplan": "tf_preempt.keras",
     "profile_and_replan": "tf_preempt.keras",
     "model_to_dag": "tf_preempt.profile.model_dag",
-    "configure_heap": "tf_preempt.runtime.heap",
+    "configure_heap": "tf_preempt.heap",
 }
 
 

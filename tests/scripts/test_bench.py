@@ -46,7 +46,7 @@ def test_tiny_bench_writes_every_output(tmp_path):
                    "--repeats=1", "--steps=8", "--warmup_steps=4",
                    "--pace_profile_steps=2",
                    "--unroll=2", "--batch_size=4", "--timeout_s=90",
-                   f"--out={tmp_path}"], timeout=300)
+                   "--heap=keep", f"--out={tmp_path}"], timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(tmp_path / "results.json") as f:
     out = json.load(f)
@@ -73,6 +73,9 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert pace_run["profile"]["cost_model"]["beta"] >= 0
   assert pace_run["profile"]["forward_s"] > 0
   assert "profiled steps" in details["settings"]["pace@2"]["description"]
+  # --heap reached the training workers, as they report it.
+  assert details["heap"] == "keep"
+  assert {r["heap"] for r in details["runs"] if "@" in r["name"]} == {"keep"}
   # The trace holds the collectives of the plan that ran last (the
   # re-planned one), so they reach into the last step block, not only the
   # warm-up's.

@@ -27,6 +27,8 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt import heap
+from tf_preempt import heap
 from tf_preempt.bench import stock_ring
 
 NOBODY = -1
@@ -50,6 +52,8 @@ def define_flags() -> None:
                     "Whose all-reduce: stock MultiWorkerMirroredStrategy, or "
                     "tf_preempt's with the tf_default scheduler (the same "
                     "collective, gated by the scheduler op).")
+  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
+                    heap.FLAG_HELP)
 
 
 def late_tasks(num_workers: int, steps: int, seed: int):
@@ -72,7 +76,7 @@ def main(argv: Sequence[str]) -> None:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
   strategy, gradient = stock_ring.strategy_and_gradient(
-      f.nbytes, preemptive=f.strategy == "tf_preempt")
+      f.nbytes, preemptive=f.strategy == "tf_preempt", heap_mode=f.heap)
   task = strategy.cluster_resolver.task_id
   computing = f.late_by == "compute"
   if computing:

@@ -20,11 +20,14 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt import heap
+
 # The all-reduce sizes timed: the gradients' bytes divided by these.
 SIZE_DIVISORS = (64, 16, 4, 1)
 
 flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
 flags.DEFINE_integer("repeats", 20, "Timed all-reduces (median).")
+flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES), heap.FLAG_HELP)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -39,6 +42,10 @@ def main(argv: Sequence[str]) -> None:
   # pylint: enable=g-import-not-at-top
   strategy = tf_preempt.PreemptiveMultiWorkerMirroredStrategy(
       scheduler="tf_default")
+  # As in a training worker, where the distributed dataset has set
+  # TensorFlow's mmap threshold (or --heap=keep raised it) before the
+  # first collective.
+  heap.configure_heap(flags.FLAGS.heap)
   with strategy.scope():
     model = registry.get(flags.FLAGS.model)
   nbytes = int(sum(4 * np.prod(v.shape) for v in model.trainable_variables))

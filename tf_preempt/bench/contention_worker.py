@@ -20,18 +20,21 @@ from typing import Sequence
 from absl import app
 from absl import flags
 
+from tf_preempt import heap
 from tf_preempt.bench import stock_ring
 
 FUNCTIONS = ("compute", "comm", "both")
 
 
 def define_flags() -> None:
-  """The worker's flags (also scripts/bench_contention.py's)."""
+  """The worker's flags (scripts/bench_contention.py has its own)."""
   flags.DEFINE_integer("nbytes", 2_100_000, "Bytes of the all-reduce.")
   flags.DEFINE_integer("ops", 60, "Matmuls in the compute chain.")
   flags.DEFINE_integer("matrix", 330, "Side of the chain's matrices.")
   flags.DEFINE_integer("rounds", 40, "Rounds (each runs the three "
                        "functions), the warm-up included.")
+  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
+                    heap.FLAG_HELP)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -39,7 +42,8 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
-  strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes)
+  strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes,
+                                                        heap_mode=f.heap)
   task = strategy.cluster_resolver.task_id
   weight, start_x = stock_ring.chain_variables(strategy, f.matrix)
 

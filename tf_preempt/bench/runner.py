@@ -150,7 +150,8 @@ class Bench:
   def __init__(self, train_once: Callable[..., Dict[str, Any]], *,
                model: str, batch_size: int, steps: int, warmup_steps: int,
                num_workers: int, link, timeout_s: float, out_dir: str,
-               train_script: str, log=print):
+               train_script: str, heap_mode: str = "tensorflow",
+               log=print):
     self.train_once = train_once
     self.model, self.batch_size = model, batch_size
     self.steps, self.warmup_steps = steps, warmup_steps
@@ -160,6 +161,10 @@ class Bench:
     self.trace_dir = os.path.join(out_dir, "traces")
     os.makedirs(self.trace_dir, exist_ok=True)
     self.train_script = train_script
+    # Every process of the benchmark runs in this heap mode (the training
+    # rows, compute alone, communication alone), so that the references see
+    # the buffers the rows see.
+    self.heap_args = (f"--heap={heap_mode}",)
     self.log = log
     self.runs: List[Dict[str, Any]] = []
     # {nbytes: [seconds]} of all-reduces timed alone (comm-alone runs).
@@ -183,10 +188,11 @@ class Bench:
           warmup_steps=self.warmup_steps, num_workers=self.num_workers,
           link=self.link, timeout_s=self.timeout_s,
           profile_steps=setting.profile_steps,
-          extra_args=list(setting.args) + [f"--timeline={trace}"])
+          extra_args=(list(setting.args) + list(self.heap_args) +
+                      [f"--timeline={trace}"]))
       value = r["median_step_s"]
       extra = {"collectives": (r["plan"] or {}).get("collectives"),
-               "final_loss": r["final_loss"]}
+               "final_loss": r["final_loss"], "heap": r.get("heap")}
       if r.get("profile"):
         extra["profile"] = r["profile"]
       if r.get("plan_json") and not tag.startswith("pre-pass"):
@@ -236,14 +242,16 @@ class Bench:
         [sys.executable, self.train_script, "--strategy=one_device",
          f"--model={self.model}", f"--batch_size={per_worker}",
          f"--steps={self.steps}", "--unroll=1",
-         f"--warmup_blocks={self.warmup_steps}"], link=None)
+         f"--warmup_blocks={self.warmup_steps}", *self.heap_args],
+        link=None)
     return max(s["median_step_s"] for s in stats), {
         "per_worker_batch": per_worker}
 
   def _comm_alone(self) -> Tuple[float, Dict[str, Any]]:
     stats = self._launch([sys.executable, "-m",
                           "tf_preempt.bench.comm_worker",
-                          f"--model={self.model}"], link=self.link)
+                          f"--model={self.model}", *self.heap_args],
+                         link=self.link)
     # The collectives are synchronous: the slowest worker's time is theirs.
     samples = {int(b): max(s["samples"][b] for s in stats)
                for b in stats[0]["samples"]}
@@ -270,7 +278,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         out_dir: str, unroll: int, batch_size: int, command: str,
         train_script: str, timeout_s: float = 300.0,
         pace_profile_steps: int = 0, pace_sparse_as_dense: bool = False,
-        log=print) -> Dict[str, Any]:
+        heap_mode: str = "tensorflow", log=print) -> Dict[str, Any]:
   """The whole benchmark; writes results.json, results.md, timeline.png.
 
   Returns:
@@ -281,7 +289,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   bench = Bench(train_once, model=model, batch_size=batch_size, steps=steps,
                 warmup_steps=warmup_steps, num_workers=num_workers,
                 link=link, timeout_s=timeout_s, out_dir=out_dir,
-                train_script=train_script, log=log)
+                train_script=train_script, heap_mode=heap_mode, log=log)
   log(f"bench: {model}, global batch {batch_size}, {num_workers} workers, "
       f"{bandwidth or 'loopback'}, {steps} steps per run "
       f"({warmup_steps} not timed), {repeats} repeat(s), K={unroll}")
@@ -309,7 +317,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   description = (f"{machine()}; load average before each run "
                  f"{min(loads):.2f}-{max(loads):.2f}; link "
                  f"{link.describe() if link else 'loopback'}; workers pinned "
-                 "to one core each, 1 intra-op thread")
+                 f"to one core each, 1 intra-op thread; heap {heap_mode}")
   results = results_lib.aggregate(by_name, compute_s, comm_s, command,
                                   description)
   results_lib.check_schema(results)
@@ -322,7 +330,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
                          for k, v in prepass.items()},
              "runs": bench.runs, "elapsed_s": time.perf_counter() - start,
              "batch_size": batch_size, "steps": steps,
-             "warmup_steps": warmup_steps, "repeats": repeats}
+             "warmup_steps": warmup_steps, "repeats": repeats,
+             "heap": heap_mode}
   with open(os.path.join(out_dir, "details.json"), "w") as f:
     json.dump(details, f, indent=1)
   cost_model = bench.cost_model()

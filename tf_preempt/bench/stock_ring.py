@@ -9,14 +9,20 @@ with the "tf_default" scheduler (the same one collective, gated by the
 scheduler op), as the training binary's tf_default rows run it.
 """
 
+from tf_preempt import heap
 
-def strategy_and_gradient(nbytes: int, preemptive: bool = False):
+
+def strategy_and_gradient(nbytes: int, preemptive: bool = False,
+                          heap_mode: str = "tensorflow"):
   """Stock MultiWorkerMirroredStrategy (RING) and a gradient to reduce.
 
   Args:
     nbytes: bytes of the gradient (float32; at least one element).
     preemptive: build `tf_preempt.PreemptiveMultiWorkerMirroredStrategy`
       with scheduler "tf_default" instead (RING too).
+    heap_mode: `tf_preempt.configure_heap`'s mode, applied once the
+      strategy is built ("tensorflow": as in a training worker, whose
+      distributed dataset sets TensorFlow's mmap threshold).
 
   Returns:
     (the strategy, from TF_CONFIG; a non-trainable float32 variable of
@@ -33,6 +39,7 @@ def strategy_and_gradient(nbytes: int, preemptive: bool = False):
   else:
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=options)
+  heap.configure_heap(heap_mode)
   with strategy.scope():
     gradient = tf.Variable(tf.ones([max(1, nbytes // 4)]), trainable=False)
   return strategy, gradient

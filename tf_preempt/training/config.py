@@ -15,6 +15,7 @@ import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from tf_preempt.heap import HEAP_MODES
 from tf_preempt.launch import tf_config as tf_config_lib
 from tf_preempt.models import registry as model_registry
 from tf_preempt.plan import registry as plan_registry
@@ -31,8 +32,6 @@ SCHEDULERS = ("pace", "priority", "fifo", "tf_default", "tf_packed",
 IMPLEMENTATIONS = ("auto", "ring", "nccl")
 MIXED_PRECISION = ("mixed_float16", "mixed_bfloat16")
 SCHEDULER_OP_MODES = ("auto", "on", "off")
-# tf_preempt.runtime.heap.HEAP_MODES (that module imports TensorFlow).
-HEAP_MODES = ("tensorflow", "keep")
 DEFAULT_SCHEDULER = "pace"
 # Training length when neither --steps nor --epochs is given.
 DEFAULT_STEPS = 20

@@ -21,7 +21,7 @@ from tf_preempt import models
 from tf_preempt import strategies
 from tf_preempt.keras import unroll_steps
 from tf_preempt.plan import Plan
-from tf_preempt.runtime import heap
+from tf_preempt import heap
 from tf_preempt.telemetry import chrome_trace
 from tf_preempt.training import config as config_lib
 from tf_preempt.training import data

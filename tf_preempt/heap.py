@@ -21,6 +21,9 @@ TensorFlow make its call now, so that a process that times collectives
 without a distributed dataset (the probes of `tf_preempt.bench`) runs in
 the same state as a training worker. Either way the setting is for the
 whole process and lasts until it exits.
+
+Importing this module does not import TensorFlow (flags and configs name
+its modes before TensorFlow loads); `configure_heap` does.
 """
 
 import ctypes
@@ -29,6 +32,11 @@ from typing import Optional
 
 # What a process does about TensorFlow's mmap threshold.
 HEAP_MODES = ("tensorflow", "keep")
+
+FLAG_HELP = ("Large host buffers: tensorflow (TensorFlow's 128 KiB mmap "
+             "threshold, as in any fit under a strategy: every large gRPC "
+             "buffer of a collective faults in anew) or keep (up to 32 MiB "
+             "from the heap, reused; more memory kept).")
 
 # mallopt parameters, from glibc's malloc.h.
 _M_TRIM_THRESHOLD = -1

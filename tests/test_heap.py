@@ -1,4 +1,4 @@
-"""Tests of tf_preempt.runtime.heap: TensorFlow's mmap threshold, and "keep".
+"""Tests of tf_preempt.heap: TensorFlow's mmap threshold, and "keep".
 
 Each case runs in a fresh Python process: the setting lasts for the whole
 process, and a test process may already have run tf.data.
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tf_preempt.runtime import heap
+from tf_preempt import heap
 
 # After configure_heap(MODE), allocates, touches and frees BUFFERS buffers of
 # 1 MiB through the C library on a thread of its own (as gRPC's threads
@@ -19,7 +19,7 @@ from tf_preempt.runtime import heap
 # own malloc arena), and prints the minor page faults that cost.
 _PROBE = """
 import ctypes, json, resource, sys, threading
-from tf_preempt.runtime import heap
+from tf_preempt import heap
 heap.configure_heap(sys.argv[1])
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
@@ -72,7 +72,7 @@ def test_unknown_mode_is_refused():
 
 
 def test_a_process_keeps_its_first_mode():
-  script = ("from tf_preempt.runtime import heap\n"
+  script = ("from tf_preempt import heap\n"
             "heap.configure_heap('tensorflow')\n"
             "assert heap.configure_heap('tensorflow') == 'tensorflow'\n"
             "heap.configure_heap('keep')\n")
