@@ -174,7 +174,8 @@ def main(argv: Sequence[str]) -> int:
       out.writelines(json.dumps(r) + "\n" for r in rows)
     if cpu is not None:
       with open(os.path.join(f.out, "cpu_cost.json"), "w") as out:
-        json.dump(dict(cpu, bandwidth=f.bandwidth or None), out, indent=1)
+        json.dump(dict(cpu, bandwidth=f.bandwidth or None, heap=f.heap), out,
+                  indent=1)
   if f.json:
     print(json.dumps({"rows": rows, "cpu_cost": cpu}))
     return 0

@@ -320,7 +320,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # The penalty when task 0 reaches a collective last: measured with two
   # workers on an emulated link, in seconds of traffic beyond its bucket.
   penalty_runs, penalty_source = probe_inputs.order_penalty_runs(
-      results_dir, order_penalty)
+      results_dir, order_penalty, setup["heap"])
   penalty = probe_inputs.order_penalty_points(penalty_runs)
   if penalty and (setup["workers"] != 2 or not link_burst):
     penalty, penalty_source = (), (

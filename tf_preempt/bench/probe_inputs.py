@@ -6,6 +6,12 @@ block late in the traces, and the CPU cost of a collective on the compute
 core (`scripts/bench_contention.py`, else a collective's cost alone on a
 CPU-bound link): `ExecutionModel`'s `order_penalty` and `cpu`. Pure
 Python; the planner, netem and the timeline on first use.
+
+"auto" takes only probes run in the directory's heap mode
+(`results_files.heap_mode`; the probes record theirs, and None, from
+before `--heap`, matches None): TensorFlow's 128 KiB mmap threshold adds
+page faults to every collective, so probes in another mode measure
+another collective.
 """
 
 import glob
@@ -65,9 +71,21 @@ def order_penalty_points(runs: Sequence[Dict[str, Any]]
   return tuple((x, statistics.fmean(v)) for x, v in sorted(by_excess.items()))
 
 
-def order_penalty_runs(results_dir: str, source: str
+def _read_runs(path: str) -> List[Dict[str, Any]]:
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def order_penalty_runs(results_dir: str, source: str,
+                       heap: Optional[str] = None
                        ) -> Tuple[List[Dict[str, Any]], str]:
   """The arrival-order runs `--order_penalty` names, and their path.
+
+  Args:
+    results_dir: the directory being validated.
+    source: "none", "auto" (the newest `ARRIVAL_ORDER_GLOB` beside it whose
+      runs were in heap mode `heap`) or a runs.jsonl path.
+    heap: the directory's `results_files.heap_mode`.
 
   Raises:
     ValueError: if `source` is a path that does not exist.
@@ -76,15 +94,16 @@ def order_penalty_runs(results_dir: str, source: str
     return [], "none"
   if source == "auto":
     parent = os.path.dirname(os.path.abspath(results_dir))
-    found = sorted(glob.glob(os.path.join(parent, ARRIVAL_ORDER_GLOB)))
+    found = [path for path in sorted(glob.glob(os.path.join(
+        parent, ARRIVAL_ORDER_GLOB)))
+             if {r.get("heap") for r in _read_runs(path)} == {heap}]
     if not found:
-      return [], f"none: no {ARRIVAL_ORDER_GLOB} beside the directory"
+      return [], (f"none: no {ARRIVAL_ORDER_GLOB} of heap mode {heap} "
+                  "beside the directory")
     source = found[-1]
   if not os.path.isfile(source):
     raise ValueError(f"order_penalty={source!r}: no such file")
-  with open(source) as f:
-    runs = [json.loads(line) for line in f if line.strip()]
-  return runs, os.path.relpath(
+  return _read_runs(source), os.path.relpath(
       source, os.path.dirname(os.path.abspath(results_dir)))
 
 
@@ -185,16 +204,18 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
 def contention_cost(results_dir: str, setup: Dict[str, Any]
                     ) -> Optional[str]:
   """The newest `CONTENTION_GLOB` beside `results_dir` measured on its
-  link rate with its worker count (bench_contention runs 2), or None."""
+  link rate with its worker count (bench_contention runs 2) in its heap
+  mode, or None."""
   parent = os.path.dirname(os.path.abspath(results_dir))
   rate = setup.get("link_bits_per_s")
   if rate is None or setup.get("workers") != 2:
     return None
-  found = [path for path in sorted(glob.glob(os.path.join(
-      parent, CONTENTION_GLOB)))
-           if emulated_link.link_bits_per_s(
-               (results_files.read_json(path) or {}).get("bandwidth") or
-               "") == rate]
+  found = []
+  for path in sorted(glob.glob(os.path.join(parent, CONTENTION_GLOB))):
+    probe = results_files.read_json(path) or {}
+    if (emulated_link.link_bits_per_s(probe.get("bandwidth") or "") == rate
+        and probe.get("heap") == setup.get("heap")):
+      found.append(path)
   return found[-1] if found else None
 
 

@@ -67,6 +67,15 @@ def command_flag(results: Dict[str, Any], name: str, default: str) -> str:
   return m.group(1) if m else default
 
 
+def heap_mode(results: Dict[str, Any]) -> Optional[str]:
+  """The `--heap` mode of every process of the benchmark (its machine
+  line says it), or None for directories from before `--heap`, whose
+  references (communication alone, the probes) ran without TensorFlow's
+  mmap threshold and its rows with it."""
+  m = re.search(r"; heap (\w+)", results.get("machine", ""))
+  return m.group(1) if m else None
+
+
 def benchmark_setup(results: Dict[str, Any],
                     traces: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
   """Model, workers, global batch and link of the benchmark.
@@ -77,12 +86,14 @@ def benchmark_setup(results: Dict[str, Any],
 
   Returns:
     {"model", "workers", "global_batch_size", "source": where they came
-    from, "link_rate", "link_bits_per_s", "link_burst_s"}.
+    from, "link_rate", "link_bits_per_s", "link_burst_s", "heap": its
+    `heap_mode`}.
   """
   rate = emulated_link.link_rate(results)
   link = {"link_rate": rate,
           "link_bits_per_s": emulated_link.link_bits_per_s(rate or ""),
-          "link_burst_s": emulated_link.link_burst_seconds(rate)}
+          "link_burst_s": emulated_link.link_burst_seconds(rate),
+          "heap": heap_mode(results)}
   for trace in traces.values():
     stats = (trace.get("metadata") or {}).get("stats") or {}
     if {"model", "workers", "global_batch_size"} <= set(stats):
