@@ -156,6 +156,8 @@ def main(argv: Sequence[str]) -> int:
                       "strategy": f.strategy, "heap": f.heap,
                       "strategy_classes": sorted(
                           {w.get("strategy_class", "?") for w in outputs}),
+                      "heap_modes": sorted(
+                          {str(w.get("heap")) for w in outputs}),
                       **computing, "burst_bytes": f.burst_bytes,
                       "reverse_namespaces": f.reverse_namespaces,
                       "by_late_task": groups}))

@@ -75,6 +75,7 @@ def test_a_process_keeps_its_first_mode():
   script = ("from tf_preempt import heap\n"
             "heap.configure_heap('tensorflow')\n"
             "assert heap.configure_heap('tensorflow') == 'tensorflow'\n"
+            "assert heap.applied_mode() == 'tensorflow'\n"
             "heap.configure_heap('keep')\n")
   result = subprocess.run([sys.executable, "-c", script],
                           capture_output=True, text=True, timeout=300)

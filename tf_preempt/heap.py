@@ -52,6 +52,11 @@ KEEP_TRIM_THRESHOLD = 2 * KEEP_MMAP_THRESHOLD
 _applied: Optional[str] = None
 
 
+def applied_mode() -> Optional[str]:
+  """The mode `configure_heap` applied in this process, or None."""
+  return _applied
+
+
 def _glibc():
   """The C library, if it is glibc (mallopt and its parameters are glibc's)."""
   name, _ = platform.libc_ver()

@@ -86,17 +86,21 @@ def test_late_tasks_are_seeded_and_cover_every_case():
   assert set(first) == {0, 1, arrival_worker.NOBODY}
 
 
+def _on_loopback(steps, warmup, *flags):
+  """Runs the probe's two workers on loopback; its JSON output."""
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_arrival_order"),
+       "--bandwidth=", "--nbytes=40000", f"--steps={steps}",
+       f"--warmup_steps={warmup}", "--timeout_s=240", "--json", *flags],
+      cwd=scripts.REPO, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 def test_two_workers_on_loopback():
   steps, warmup = 16, 4
-  result = subprocess.run(
-      [sys.executable, scripts.script_path("bench_arrival_order"),
-       "--bandwidth=", "--nbytes=40000", "--late_ms=2",
-       f"--steps={steps}", f"--warmup_steps={warmup}", "--timeout_s=240",
-       "--json"], cwd=scripts.REPO, capture_output=True, text=True,
-      timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  out = json.loads(result.stdout.strip().splitlines()[-1])
+  out = _on_loopback(steps, warmup, "--late_ms=2")
   groups = out["by_late_task"]
   assert sum(g["steps"] for g in groups.values()) == steps - warmup
   for key, g in groups.items():
@@ -109,14 +113,8 @@ def test_two_workers_on_loopback():
 @pytest.mark.slow
 def test_two_computing_workers_on_loopback():
   steps, warmup = 16, 4
-  result = subprocess.run(
-      [sys.executable, scripts.script_path("bench_arrival_order"),
-       "--bandwidth=", "--nbytes=40000", "--late_ms=3", "--late_by=compute",
-       "--busy_ms=2", f"--steps={steps}", f"--warmup_steps={warmup}",
-       "--timeout_s=240", "--json"], cwd=scripts.REPO, capture_output=True,
-      text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  out = json.loads(result.stdout.strip().splitlines()[-1])
+  out = _on_loopback(steps, warmup, "--late_ms=3", "--late_by=compute",
+                     "--busy_ms=2")
   assert out["late_by"] == "compute" and out["busy_ms"] == 2.0
   assert 0 < out["ms_per_op"] < 50
   groups = out["by_late_task"]
@@ -131,15 +129,11 @@ def test_two_computing_workers_on_loopback():
 @pytest.mark.slow
 def test_tf_preempt_strategy_reduces_in_the_workers():
   steps, warmup = 12, 4
-  result = subprocess.run(
-      [sys.executable, scripts.script_path("bench_arrival_order"),
-       "--bandwidth=", "--nbytes=40000", "--late_ms=2",
-       "--strategy=tf_preempt", f"--steps={steps}",
-       f"--warmup_steps={warmup}", "--timeout_s=240", "--json"],
-      cwd=scripts.REPO, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  out = json.loads(result.stdout.strip().splitlines()[-1])
+  out = _on_loopback(steps, warmup, "--late_ms=2", "--strategy=tf_preempt",
+                     "--heap=keep")
   assert out["strategy"] == "tf_preempt"
+  # What the workers report they applied, not the flag echoed back.
+  assert out["heap_modes"] == ["keep"]
   assert out["strategy_classes"] == ["PreemptiveMultiWorkerMirroredStrategy"]
   groups = out["by_late_task"]
   assert sum(g["steps"] for g in groups.values()) == steps - warmup

@@ -104,7 +104,8 @@ def main(argv: Sequence[str]) -> None:
     return strategy.run(replica_fn)
 
   # Reported so the script can show which strategy really reduced.
-  out = {"task": task, "strategy_class": type(strategy).__name__}
+  out = {"task": task, "strategy_class": type(strategy).__name__,
+         "heap": heap.applied_mode()}
   busy_ops = late_ops = 0
   if computing:
     # Each worker times its own chain (compute only, no collective).
