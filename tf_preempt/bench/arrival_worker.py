@@ -28,7 +28,6 @@ from absl import app
 from absl import flags
 
 from tf_preempt import heap
-from tf_preempt import heap
 from tf_preempt.bench import stock_ring
 
 NOBODY = -1
