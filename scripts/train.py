@@ -55,6 +55,9 @@ def define_flags() -> None:
                        "Chunk size of schedulers that take one (pace).")
   flags.DEFINE_integer("credit_bytes", None,
                        "Bytes in flight per device (scheduler op).")
+  flags.DEFINE_integer("telemetry_iterations", None,
+                       "Steps of collective records --timeline gets (the "
+                       "scheduler op keeps the last 16 by default).")
   flags.DEFINE_bool("sparse_as_dense", d.sparse_as_dense,
                     "Reduce IndexedSlices gradients (embeddings) densely, "
                     "scheduled by the plan, instead of all-gathering them "

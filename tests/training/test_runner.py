@@ -68,6 +68,26 @@ def test_mirrored_unrolled_with_timeline(logical_cpus, tmp_path):
     assert any(n.startswith("collective ") for n in names)
 
 
+def test_timeline_keeps_the_telemetry_iterations_asked_for(logical_cpus,
+                                                          tmp_path):
+  iterations = {}
+  for kept in (None, 40):
+    timeline = str(tmp_path / f"trace-{kept}.json")
+    stats = run(TrainConfig(
+        model="vgg_small", batch_size=8, steps=24, strategy="mirrored",
+        devices=tuple(logical_cpus[:2]), scheduler="tf_default",
+        telemetry_iterations=kept, timeline=timeline, warmup_blocks=1))
+    if not stats["scheduler_op"]:
+      pytest.skip("no scheduler op here: no collective records")
+    with open(timeline) as f:
+      events = json.load(f)["traceEvents"]
+    iterations[kept] = {e["args"]["iteration"] for e in events
+                        if e.get("cat") == "collective"}
+  # The op's default ring keeps the last 16 steps; 40 keeps all 24.
+  assert len(iterations[None]) == 16
+  assert len(iterations[40]) == 24
+
+
 def test_profile_steps_replan(logical_cpus):
   stats = run(TrainConfig(
       model="vgg_small", batch_size=8, steps=4, strategy="mirrored",

@@ -62,6 +62,8 @@ class TrainConfig:
       stock; 0 = one pack); "tf_packed": the scheduler's pack size.
     chunk_bytes: chunk size of schedulers that take one ("pace").
     credit_bytes: bytes in flight per device, enforced by the scheduler op.
+    telemetry_iterations: steps of collective records the scheduler op
+      keeps for `timeline` (None: its default, the last 16).
     sparse_as_dense: reduce `IndexedSlices` gradients (embeddings) densely,
       inside the plan, instead of all-gathering them after it as stock does.
     scheduler_op: "auto" (use the C++ scheduler op if it loads), "on"
@@ -105,6 +107,7 @@ class TrainConfig:
   bytes_per_pack: Optional[int] = None
   chunk_bytes: Optional[int] = None
   credit_bytes: Optional[int] = None
+  telemetry_iterations: Optional[int] = None
   sparse_as_dense: bool = False
   scheduler_op: str = "auto"
   unroll: int = 1
@@ -215,6 +218,7 @@ class TrainConfig:
     _optional_int("bytes_per_pack", self.bytes_per_pack, minimum=0)
     _optional_positive_int("chunk_bytes", self.chunk_bytes)
     _optional_int("credit_bytes", self.credit_bytes, minimum=0)
+    _optional_positive_int("telemetry_iterations", self.telemetry_iterations)
     if not isinstance(self.sparse_as_dense, bool):
       raise ValueError(f"--sparse_as_dense must be true or false, got "
                        f"{self.sparse_as_dense!r}")
@@ -283,7 +287,7 @@ class TrainConfig:
       if self.profile_steps:
         raise ValueError(f"--profile_steps has no effect with {why}")
       for name in ("scheduler", "bytes_per_pack", "chunk_bytes",
-                   "credit_bytes", "plan"):
+                   "credit_bytes", "telemetry_iterations", "plan"):
         if getattr(self, name) is not None:
           raise ValueError(f"--{name} has no effect with {why}; use "
                            f"mirrored or multi_worker")
@@ -310,9 +314,11 @@ class TrainConfig:
                if "chunk_bytes" in plan_registry.options_of(s)]
       raise ValueError(f"--chunk_bytes applies to --scheduler="
                        f"{'|'.join(takes)}, not {scheduler!r}")
-    if self.credit_bytes is not None and self.scheduler_op == "off":
-      raise ValueError("--credit_bytes is enforced by the scheduler op; it "
-                       "contradicts --scheduler_op=off")
+    for name, what in (("credit_bytes", "enforced"),
+                       ("telemetry_iterations", "recorded")):
+      if getattr(self, name) is not None and self.scheduler_op == "off":
+        raise ValueError(f"--{name} is {what} by the scheduler op; it "
+                         "contradicts --scheduler_op=off")
     if self.plan is not None and self.scheduler is not None:
       # The plan decides the gradients' order; a scheduler flag would only
       # plan the small other all-reduces, which is not what anyone means.

@@ -112,6 +112,8 @@ def make_strategy(config: config_lib.TrainConfig):
   if config.credit_bytes is not None:
     # Read by the scheduler op, whatever the scheduler.
     options["credit_bytes"] = config.credit_bytes
+  if config.telemetry_iterations is not None:
+    options["telemetry_iterations"] = config.telemetry_iterations
   if config.sparse_as_dense:
     options["sparse_as_dense"] = True
   plan = None
