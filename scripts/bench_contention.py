@@ -54,6 +54,12 @@ def define_flags() -> None:
   flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
   flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
                     "The workers' heap: " + heap.FLAG_HELP)
+  flags.DEFINE_enum("compute", "chain", ["chain", "model"],
+                    "The compute beside the all-reduce: the chain of "
+                    "matmuls, or --model's forward and backward pass on a "
+                    "synthetic batch of --batch_size per worker.")
+  flags.DEFINE_string("model", "vgg_small", "With --compute=model.")
+  flags.DEFINE_integer("batch_size", 5, "With --compute=model: per worker.")
 
 
 def summarize(worker_outputs: Sequence[Mapping[str, Any]],
@@ -151,12 +157,15 @@ def main(argv: Sequence[str]) -> int:
                          "--matrix positive, --warmup_rounds fewer than "
                          "--rounds")
   link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
+  compute = (f"model:{f.model}" if f.compute == "model" else
+             f"chain:{f.ops}x{f.matrix}")
   rows = []
   for nbytes in sizes:
     command = [sys.executable, "-m", "tf_preempt.bench.contention_worker",
                f"--nbytes={nbytes}", f"--ops={f.ops}",
                f"--matrix={f.matrix}", f"--rounds={f.rounds}",
-               f"--heap={f.heap}"]
+               f"--heap={f.heap}", f"--compute={f.compute}",
+               f"--model={f.model}", f"--batch_size={f.batch_size}"]
     try:
       outputs = launcher.launch_for_stats(command, 2, link=link,
                                           timeout_s=f.timeout_s,
@@ -166,7 +175,7 @@ def main(argv: Sequence[str]) -> int:
       print(f"bench_contention: {e}", file=sys.stderr)
       return 1
     rows.append(dict(bandwidth=f.bandwidth or None, nbytes=nbytes, ops=f.ops,
-                     matrix=f.matrix, heap=f.heap, **row))
+                     matrix=f.matrix, heap=f.heap, compute=compute, **row))
   cpu = fit_cpu_cost(rows) if len(set(sizes)) >= 2 else None
   if f.out:
     os.makedirs(f.out, exist_ok=True)
@@ -174,13 +183,13 @@ def main(argv: Sequence[str]) -> int:
       out.writelines(json.dumps(r) + "\n" for r in rows)
     if cpu is not None:
       with open(os.path.join(f.out, "cpu_cost.json"), "w") as out:
-        json.dump(dict(cpu, bandwidth=f.bandwidth or None, heap=f.heap), out,
-                  indent=1)
+        json.dump(dict(cpu, bandwidth=f.bandwidth or None, heap=f.heap,
+                       compute=compute), out, indent=1)
   if f.json:
     print(json.dumps({"rows": rows, "cpu_cost": cpu}))
     return 0
   where = link.describe() if link else "loopback"
-  print(f"2 workers, {where}; chain of {f.ops} matmuls of {f.matrix}^2")
+  print(f"2 workers, {where}; compute {compute}")
   for r in rows:
     print(f"  {r['nbytes']:>9d} B: chain alone {r['compute_ms']:.2f} ms, "
           f"all-reduce alone {r['comm_ms']:.2f} ms; together the chain "

@@ -85,3 +85,20 @@ def test_two_workers_on_loopback(tmp_path):
   assert written["bandwidth"] is None
   assert written["beta"] == out["cpu_cost"]["beta"]
   assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_model_compute_on_loopback(tmp_path):
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_contention"),
+       "--bandwidth=", "--sizes=40000,400000", "--compute=model",
+       "--model=vgg_small", "--batch_size=2", "--rounds=6",
+       "--warmup_rounds=2", "--timeout_s=240", f"--out={tmp_path}", "--json"],
+      cwd=scripts.REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  for row in out["rows"]:
+    assert row["compute"] == "model:vgg_small" and row["rounds"] == 4
+    assert row["compute_ms"] > 0 and row["comm_end_ms"] > 0
+  written = json.loads((tmp_path / "cpu_cost.json").read_text())
+  assert written["compute"] == "model:vgg_small"

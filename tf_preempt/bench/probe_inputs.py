@@ -213,8 +213,11 @@ def contention_cost(results_dir: str, setup: Dict[str, Any]
   found = []
   for path in sorted(glob.glob(os.path.join(parent, CONTENTION_GLOB))):
     probe = results_files.read_json(path) or {}
+    # The matmul chain's probes only (before --compute they had no
+    # "compute"): the model-pass probe is a trial, taken when named.
     if (emulated_link.link_bits_per_s(probe.get("bandwidth") or "") == rate
-        and probe.get("heap") == setup.get("heap")):
+        and probe.get("heap") == setup.get("heap")
+        and str(probe.get("compute", "chain")).startswith("chain")):
       found.append(path)
   return found[-1] if found else None
 
