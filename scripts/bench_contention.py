@@ -191,8 +191,8 @@ def main(argv: Sequence[str]) -> int:
   where = link.describe() if link else "loopback"
   print(f"2 workers, {where}; compute {compute}")
   for r in rows:
-    print(f"  {r['nbytes']:>9d} B: chain alone {r['compute_ms']:.2f} ms, "
-          f"all-reduce alone {r['comm_ms']:.2f} ms; together the chain "
+    print(f"  {r['nbytes']:>9d} B: compute alone {r['compute_ms']:.2f} ms, "
+          f"all-reduce alone {r['comm_ms']:.2f} ms; together the compute "
           f"lost {r['loss_ms']:.2f} ms and the all-reduce ended at "
           f"{r['comm_end_ms']:.2f} ms")
   if cpu is not None:
