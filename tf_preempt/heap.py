@@ -1,4 +1,4 @@
-"""Where glibc puts the large host buffers of the gRPC collectives.
+"""Where glibc puts large host buffers: the gRPC collectives' and the tensors'.
 
 TensorFlow's tf.data calls `mallopt(M_MMAP_THRESHOLD, 128 KiB)` once per
 process, when it builds its first GeneratorDataset kernel (its work-around
@@ -9,9 +9,11 @@ turns off glibc's dynamic threshold: from then on every allocation of 128 KiB
 or more is a fresh `mmap`, unmapped again when freed. A ring collective over
 gRPC copies each chunk through several such buffers on both sides (the
 RecvBuf response's protobuf, packed, serialized and parsed), and each of
-their pages faults in when first touched: about 1,700 minor faults per step
-for one 3.26 MB all-reduce between two CPU workers, CPU time that the core
-then lacks for the bytes themselves.
+their pages faults in when first touched; so does every CPU tensor of that
+size. A training worker of our vgg_small benchmark (two CPU workers, one
+3.26 MB all-reduce a step) took 40-57 thousand minor faults a second,
+about 1,700 a step, most in the collective's gRPC path: CPU time that the
+core then lacks for the bytes and the compute.
 
 `configure_heap("keep")` has TensorFlow make its call now, then raises the
 thresholds, so that buffers up to 32 MiB come from the heap and are reused.
