@@ -55,9 +55,7 @@ def define_flags() -> None:
                     "gradients densely in its plan (--sparse_as_dense of "
                     "scripts/train.py); the baselines keep stock's "
                     "all-gather, as their projects' defaults do.")
-  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
-                    "Every process of the benchmark (rows and references): "
-                    + heap.FLAG_HELP)
+  heap.define_flag("Every process of the benchmark (rows and references): ")
 
 
 def _check(f) -> None:

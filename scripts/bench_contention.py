@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 from absl import app
 from absl import flags
 
-from tf_preempt import heap
+from tf_preempt.bench import contention_worker
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
@@ -41,25 +41,12 @@ def define_flags() -> None:
                       "root); empty for loopback.")
   flags.DEFINE_list("sizes", ["200000", "1000000", "2100000", "3260000"],
                     "Bytes of the all-reduce, one launch each.")
-  flags.DEFINE_integer("ops", 60, "Matmuls in the compute chain.")
-  flags.DEFINE_integer("matrix", 330, "Side of the chain's matrices (330: "
-                       "about 0.5 ms a matmul here, the benchmark model's "
-                       "op size).")
-  flags.DEFINE_integer("rounds", 40, "Rounds per size, the warm-up "
-                       "included.")
+  contention_worker.define_shared_flags()
   flags.DEFINE_integer("warmup_rounds", 8, "Rounds left out of the medians.")
   flags.DEFINE_float("timeout_s", 600.0, "Time limit of each launch.")
   flags.DEFINE_string("out", None, "Write runs.jsonl and cpu_cost.json "
                       "here.")
   flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
-  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
-                    "The workers' heap: " + heap.FLAG_HELP)
-  flags.DEFINE_enum("compute", "chain", ["chain", "model"],
-                    "The compute beside the all-reduce: the chain of "
-                    "matmuls, or --model's forward and backward pass on a "
-                    "synthetic batch of --batch_size per worker.")
-  flags.DEFINE_string("model", "vgg_small", "With --compute=model.")
-  flags.DEFINE_integer("batch_size", 5, "With --compute=model: per worker.")
 
 
 def summarize(worker_outputs: Sequence[Mapping[str, Any]],
@@ -162,10 +149,9 @@ def main(argv: Sequence[str]) -> int:
   rows = []
   for nbytes in sizes:
     command = [sys.executable, "-m", "tf_preempt.bench.contention_worker",
-               f"--nbytes={nbytes}", f"--ops={f.ops}",
-               f"--matrix={f.matrix}", f"--rounds={f.rounds}",
-               f"--heap={f.heap}", f"--compute={f.compute}",
-               f"--model={f.model}", f"--batch_size={f.batch_size}"]
+               f"--nbytes={nbytes}"] + [
+                   f"--{name}={f[name].value}"
+                   for name in contention_worker.SHARED_FLAGS]
     try:
       outputs = launcher.launch_for_stats(command, 2, link=link,
                                           timeout_s=f.timeout_s,

@@ -89,7 +89,7 @@ def define_flags() -> None:
                        "TensorFlow intra-op threads.")
   flags.DEFINE_integer("inter_op_threads", None,
                        "TensorFlow inter-op threads.")
-  flags.DEFINE_enum("heap", d.heap, list(heap.HEAP_MODES), heap.FLAG_HELP)
+  heap.define_flag()
   flags.DEFINE_float("learning_rate", d.learning_rate, "SGD learning rate.")
   flags.DEFINE_integer("seed", d.seed, "Seed of weights and synthetic data.")
   flags.DEFINE_integer("warmup_blocks", d.warmup_blocks,

@@ -32,13 +32,15 @@ import ctypes
 import platform
 from typing import Optional
 
-# What a process does about TensorFlow's mmap threshold.
+# What a process does about TensorFlow's mmap threshold; the first is the
+# default everywhere (TensorFlow's own behaviour).
 HEAP_MODES = ("tensorflow", "keep")
+DEFAULT_MODE = HEAP_MODES[0]
 
-FLAG_HELP = ("Large host buffers: tensorflow (TensorFlow's 128 KiB mmap "
-             "threshold, as in any fit under a strategy: every large gRPC "
-             "buffer of a collective faults in anew) or keep (up to 32 MiB "
-             "from the heap, reused; more memory kept).")
+_FLAG_HELP = ("Large host buffers: tensorflow (TensorFlow's 128 KiB mmap "
+              "threshold, as in any fit under a strategy: every large gRPC "
+              "buffer of a collective faults in anew) or keep (up to 32 MiB "
+              "from the heap, reused; more memory kept).")
 
 # mallopt parameters, from glibc's malloc.h.
 _M_TRIM_THRESHOLD = -1
@@ -52,6 +54,18 @@ KEEP_MMAP_THRESHOLD = 32 * 2**20
 KEEP_TRIM_THRESHOLD = 2 * KEEP_MMAP_THRESHOLD
 
 _applied: Optional[str] = None
+
+
+def define_flag(whose: str = "") -> None:
+  """Defines the absl flag --heap (a `HEAP_MODES` mode, `DEFAULT_MODE`).
+
+  Args:
+    whose: what the flag applies to, put before the help text (e.g. "The
+      workers' heap: ").
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_enum("heap", DEFAULT_MODE, list(HEAP_MODES),
+                    whose + _FLAG_HELP)
 
 
 def applied_mode() -> Optional[str]:
@@ -106,12 +120,14 @@ def configure_heap(mode: str) -> str:
       raise ValueError(f"this process already configured its heap as "
                        f"{_applied!r}; it cannot change to {mode!r}")
     return mode
-  libc = _glibc() if mode == "keep" else None
-  if mode == "keep" and libc is None:
-    raise RuntimeError(
-        "heap mode 'keep' sets glibc's malloc thresholds, and this C "
-        f"library is {platform.libc_ver()[0] or 'unknown'!r}, not glibc; "
-        "use 'tensorflow'")
+  libc = None
+  if mode == "keep":
+    libc = _glibc()
+    if libc is None:
+      raise RuntimeError(
+          "heap mode 'keep' sets glibc's malloc thresholds, and this C "
+          f"library is {platform.libc_ver()[0] or 'unknown'!r}, not glibc; "
+          "use 'tensorflow'")
   _trigger_tensorflow_mallopt()
   if libc is not None:
     for parameter, value in ((_M_MMAP_THRESHOLD, KEEP_MMAP_THRESHOLD),

@@ -51,8 +51,7 @@ def define_flags() -> None:
                     "Whose all-reduce: stock MultiWorkerMirroredStrategy, or "
                     "tf_preempt's with the tf_default scheduler (the same "
                     "collective, gated by the scheduler op).")
-  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
-                    heap.FLAG_HELP)
+  heap.define_flag("The workers' heap: ")
 
 
 def late_tasks(num_workers: int, steps: int, seed: int):

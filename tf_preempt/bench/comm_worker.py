@@ -27,7 +27,7 @@ SIZE_DIVISORS = (64, 16, 4, 1)
 
 flags.DEFINE_string("model", "vgg_small", "Model of the registry.")
 flags.DEFINE_integer("repeats", 20, "Timed all-reduces (median).")
-flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES), heap.FLAG_HELP)
+heap.define_flag()
 
 
 def main(argv: Sequence[str]) -> None:

@@ -27,31 +27,43 @@ from tf_preempt.bench import stock_ring
 
 FUNCTIONS = ("compute", "comm", "both")
 
+# The flags scripts/bench_contention.py shares with its workers and passes
+# on to them as they are.
+SHARED_FLAGS = ("ops", "matrix", "rounds", "compute", "model", "batch_size",
+                "heap")
 
-def define_flags() -> None:
-  """The worker's flags (scripts/bench_contention.py has its own)."""
-  flags.DEFINE_integer("nbytes", 2_100_000, "Bytes of the all-reduce.")
+
+def define_shared_flags() -> None:
+  """The flags in `SHARED_FLAGS` (also scripts/bench_contention.py's)."""
   flags.DEFINE_integer("ops", 60, "Matmuls in the compute chain.")
-  flags.DEFINE_integer("matrix", 330, "Side of the chain's matrices.")
+  flags.DEFINE_integer("matrix", 330, "Side of the chain's matrices (330: "
+                       "about 0.5 ms a matmul here, the benchmark model's "
+                       "op size).")
   flags.DEFINE_integer("rounds", 40, "Rounds (each runs the three "
                        "functions), the warm-up included.")
   flags.DEFINE_enum("compute", "chain", ["chain", "model"],
-                    "The compute: the chain of matmuls, or --model's "
-                    "forward and backward pass.")
+                    "The compute beside the all-reduce: the chain of "
+                    "matmuls, or --model's forward and backward pass on a "
+                    "synthetic batch of --batch_size per worker.")
   flags.DEFINE_string("model", "vgg_small", "With --compute=model: the "
                       "model of the registry.")
-  flags.DEFINE_integer("batch_size", 5, "With --compute=model: this "
+  flags.DEFINE_integer("batch_size", 5, "With --compute=model: each "
                        "worker's batch.")
-  flags.DEFINE_enum("heap", "tensorflow", list(heap.HEAP_MODES),
-                    heap.FLAG_HELP)
+  heap.define_flag("The workers' heap: ")
+
+
+def define_flags() -> None:
+  """The worker's flags."""
+  flags.DEFINE_integer("nbytes", 2_100_000, "Bytes of the all-reduce.")
+  define_shared_flags()
 
 
 def _model_pass(strategy, model_name: str, batch_size: int):
   """A function of `after` that runs the model's forward and backward pass.
 
   The gradients are computed and summed, not reduced nor applied: the
-  compute of a training step without its collectives, as `chain` is for
-  matmuls.
+  compute of a training step without its collectives, as the chain is
+  for matmuls.
   Returns (the timestamp at its end, a scalar that depends on it).
   """
   # pylint: disable=g-import-not-at-top
@@ -93,11 +105,11 @@ def main(argv: Sequence[str]) -> None:
                                                         heap_mode=f.heap)
   task = strategy.cluster_resolver.task_id
   if f.compute == "model":
-    chain = _model_pass(strategy, f.model, f.batch_size)
+    compute = _model_pass(strategy, f.model, f.batch_size)
   else:
     weight, start_x = stock_ring.chain_variables(strategy, f.matrix)
 
-    def chain(after):
+    def compute(after):
       with tf.control_dependencies([after]):
         x = tf.identity(start_x.read_value())
       for _ in range(f.ops):
@@ -121,7 +133,7 @@ def main(argv: Sequence[str]) -> None:
         ends = [tf.constant(-1.0, tf.float64)] * 2
         keep = []
         if function in ("compute", "both"):
-          ends[0], kept = chain(start)
+          ends[0], kept = compute(start)
           keep.append(kept)
         if function in ("comm", "both"):
           ends[1], kept = all_reduce(start)

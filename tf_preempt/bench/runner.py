@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from tf_preempt import heap
 from tf_preempt.bench import results as results_lib
 from tf_preempt.bench import timeline
 
@@ -150,7 +151,7 @@ class Bench:
   def __init__(self, train_once: Callable[..., Dict[str, Any]], *,
                model: str, batch_size: int, steps: int, warmup_steps: int,
                num_workers: int, link, timeout_s: float, out_dir: str,
-               train_script: str, heap_mode: str = "tensorflow",
+               train_script: str, heap_mode: str = heap.DEFAULT_MODE,
                log=print):
     self.train_once = train_once
     self.model, self.batch_size = model, batch_size
@@ -278,7 +279,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         out_dir: str, unroll: int, batch_size: int, command: str,
         train_script: str, timeout_s: float = 300.0,
         pace_profile_steps: int = 0, pace_sparse_as_dense: bool = False,
-        heap_mode: str = "tensorflow", log=print) -> Dict[str, Any]:
+        heap_mode: str = heap.DEFAULT_MODE, log=print) -> Dict[str, Any]:
   """The whole benchmark; writes results.json, results.md, timeline.png.
 
   Returns:

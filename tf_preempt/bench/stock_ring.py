@@ -13,7 +13,7 @@ from tf_preempt import heap
 
 
 def strategy_and_gradient(nbytes: int, preemptive: bool = False,
-                          heap_mode: str = "tensorflow"):
+                          heap_mode: str = heap.DEFAULT_MODE):
   """Stock MultiWorkerMirroredStrategy (RING) and a gradient to reduce.
 
   Args:

@@ -15,7 +15,7 @@ import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from tf_preempt.heap import HEAP_MODES
+from tf_preempt import heap as heap_lib
 from tf_preempt.launch import tf_config as tf_config_lib
 from tf_preempt.models import registry as model_registry
 from tf_preempt.plan import registry as plan_registry
@@ -122,7 +122,7 @@ class TrainConfig:
   data_dir: Optional[str] = None
   intra_op_threads: Optional[int] = None
   inter_op_threads: Optional[int] = None
-  heap: str = "tensorflow"
+  heap: str = heap_lib.DEFAULT_MODE
   learning_rate: float = 0.01
   seed: int = 0
   warmup_blocks: int = 2
@@ -253,7 +253,7 @@ class TrainConfig:
       raise ValueError(f"--data_dir must be a path, got {self.data_dir!r}")
     _optional_positive_int("intra_op_threads", self.intra_op_threads)
     _optional_positive_int("inter_op_threads", self.inter_op_threads)
-    _one_of("heap", self.heap, HEAP_MODES)
+    _one_of("heap", self.heap, heap_lib.HEAP_MODES)
     _positive_number("learning_rate", self.learning_rate)
     _optional_int("seed", self.seed, minimum=0)
     _optional_int("warmup_blocks", self.warmup_blocks, minimum=0)

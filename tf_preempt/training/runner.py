@@ -419,7 +419,9 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       "mixed_precision": config.mixed_precision,
       "intra_op_threads": threading.get_intra_op_parallelism_threads(),
       "inter_op_threads": threading.get_inter_op_parallelism_threads(),
-      "heap": config.heap,
+      # What this process applied, not the flag: what tests and the
+      # benchmark's details check.
+      "heap": heap.applied_mode(),
   }
   if config.profile_steps:
     if replanner is None:
