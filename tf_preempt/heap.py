@@ -11,8 +11,8 @@ gRPC copies each chunk through several such buffers on both sides (the
 RecvBuf response's protobuf, packed, serialized and parsed), and each of
 their pages faults in when first touched; so does every CPU tensor of that
 size. A training worker of our vgg_small benchmark (two CPU workers, one
-3.26 MB all-reduce a step) took 40-57 thousand minor faults a second,
-about 1,700 a step, most in the collective's gRPC path: CPU time that the
+3.26 MB all-reduce a step) took 40-76 thousand minor faults a second,
+1,300-2,500 a step, most in the collective's gRPC path: CPU time that the
 core then lacks for the bytes and the compute.
 
 `configure_heap("keep")` has TensorFlow make its call now, then raises the
