@@ -173,7 +173,7 @@ def define_flags() -> None:
                       "/ cost_model.json measured on a CPU-bound link.")
   flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
                       "or a number in (0, 1].")
-  flags.DEFINE_float("bytes_cpu_share", 1.0, "Share of the core the "
+  flags.DEFINE_string("bytes_cpu_share", "traces", "Share of the core the "
                      "per-byte CPU work gets while compute runs (1: the "
                      "kernel's network processing preempts the compute).")
   flags.DEFINE_string("block_overhead_ms", "traces", "'traces' "
@@ -216,9 +216,44 @@ def _fastest_references(results: Dict[str, Any], details: Dict[str, Any]
   return out
 
 
+BYTES_SHARES = [i / 20 for i in range(1, 21)]
+
+
+def _fit_bytes_share(dag, cost, model, calib, ran, row_of_trace, first_ready,
+                     startups):
+  """The bytes' core share while computing that puts the backward pass's
+  end where the other rows' traces have it (rows that release a collective
+  before the backward pass ends; least absolute deviations)."""
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  backward = {o.name for o in dag.ops if o.phase == "backward"}
+  samples = []
+  for trace, ends in sorted(calib["backward_ends"].items()):
+    other = row_of_trace.get(trace)
+    if other is None or not ends or (first_ready.get(trace) or 1.0) >= 1.0:
+      continue
+    other_plan, other_args, workers = ran[trace]
+    samples.append((other_plan, dataclasses.replace(
+        model, unroll=split_name(other)[1],
+        block_startup=startups.get(split_name(other)[1], 0.0),
+        **row_plans.credit(row_plans.given_flags(other_args)),
+        workers=workers), statistics.median(e[0] for e in ends),
+                    statistics.median(e[1] for e in ends)))
+  if not samples:
+    return 1.0
+  def deviation(share):
+    total = 0.0
+    for plan, m, measured, first_end in samples:
+      r = execution.execute(dag, cost, plan, dataclasses.replace(
+          m, bytes_cpu_share=share))
+      total += abs(max(v for k, v in r.op_end[0].items() if k in backward)
+                   - measured) + abs(r.collective_end[0][0] - first_end)
+    return total
+  return min(reversed(BYTES_SHARES), key=deviation)
+
+
 def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              cpu_cost: str = "auto", comm_cpu_share: str = "traces",
-             bytes_cpu_share: float = 1.0,
+             bytes_cpu_share: str = "traces",
              block_overhead_ms: str = "traces",
              block_startup_ms: str = "traces",
              forward_share: str = "traces",
@@ -263,6 +298,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     raise ValueError(f"{results_dir}/results.json has no scheduler rows: "
                      "not a scripts/bench.py results directory")
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
+  bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
   overhead_given = _setting(block_overhead_ms, "block_overhead_ms")
   startup_given = _setting(block_startup_ms, "block_startup_ms")
   forward_given = (None if forward_share in ("traces", "flops") else
@@ -451,9 +487,14 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         order_penalty_weight=weight or 0.0,
         unroll=unroll, **row_plans.credit(given), cpu=row_cpu,
         comm_cpu_share=share if share is not None else 1.0,
-        bytes_cpu_share=bytes_cpu_share,
+        bytes_cpu_share=bytes_given if bytes_given is not None else 1.0,
         workers=None if row_plans.sparse_as_dense(args) else setup["workers"],
         link_burst=link_burst, fixed_cpu_fifo=True)
+    bytes_share = bytes_given
+    if bytes_share is None:
+      bytes_share = _fit_bytes_share(dag, row_cost, model, calib, ran,
+                                     row_of_trace, first_ready, startups)
+      model = dataclasses.replace(model, bytes_cpu_share=bytes_share)
     # The traces end at the last planned collective; the sparse all-gathers
     # after it are the model's, not part of the overhead: each other row's
     # measured tails less what this model puts after that row's last

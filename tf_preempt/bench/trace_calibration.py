@@ -76,6 +76,9 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
           interval.append((b["ts"] + b["dur"] - a_end) * 1e-6)
     out.append({
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
+        "backward_end_s": (max(ready(e) for e in first) - start) * 1e-6,
+        "first_end_s": (min(first, key=lambda e: e["ts"])["ts"] + min(
+            first, key=lambda e: e["ts"])["dur"] - start) * 1e-6,
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
         "block_s": (end - start) * 1e-6})
@@ -122,18 +125,20 @@ def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
              exclude: Collection[str]) -> Dict[str, Any]:
   """`calibrate`'s figures over the traces not in `exclude`."""
   tails, small, interval = [], [], []
-  by_trace, heads = {}, {}
+  by_trace, heads, backward_ends = {}, {}, {}
   for name, blocks in sorted(blocks_of.items()):
     if name in exclude or not blocks:
       continue
     by_trace[name] = [b["tail_s"] for b in blocks]
     tails += by_trace[name]
     heads[name] = [b["head_s"] for b in blocks]
+    backward_ends[name] = [(b["backward_end_s"], b["first_end_s"])
+                           for b in blocks]
     for b in blocks:
       small += b["small_s"]
       interval += b["interval_s"]
   med = lambda v: statistics.median(v) if v else None
-  return {"heads": heads, "tail_s": med(tails), "small_s": med(small),
+  return {"heads": heads, "backward_ends": backward_ends, "tail_s": med(tails), "small_s": med(small),
           "interval_s": med(interval), "rows": list(by_trace),
           "tails": by_trace}
 
