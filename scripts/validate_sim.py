@@ -143,6 +143,7 @@ from absl import flags
 # pylint: disable=g-import-not-at-top
 from tf_preempt.bench import collective_cost
 from tf_preempt.bench import emulated_link
+from tf_preempt.bench import overlap_fit
 from tf_preempt.bench import probe_inputs
 from tf_preempt.bench import results_files
 from tf_preempt.bench import row_plans
@@ -174,8 +175,11 @@ def define_flags() -> None:
   flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
                       "or a number in (0, 1].")
   flags.DEFINE_string("bytes_cpu_share", "traces", "Share of the core the "
-                     "per-byte CPU work gets while compute runs (1: the "
-                     "kernel's network processing preempts the compute).")
+                      "per-byte CPU work gets while compute runs: 'traces' "
+                      "(leave-one-out: the backward pass's end and the "
+                      "first collective's end in the rows that overlap "
+                      "them, tf_preempt.bench.overlap_fit) or a number in "
+                      "(0, 1] (1: the bytes take all they need).")
   flags.DEFINE_string("block_overhead_ms", "traces", "'traces' "
                       "(leave-one-out) or milliseconds.")
   flags.DEFINE_string("block_startup_ms", "traces", "'traces' "
@@ -216,41 +220,6 @@ def _fastest_references(results: Dict[str, Any], details: Dict[str, Any]
   return out
 
 
-BYTES_SHARES = [i / 20 for i in range(1, 21)]
-
-
-def _fit_bytes_share(dag, cost, model, calib, ran, row_of_trace, first_ready,
-                     startups):
-  """The bytes' core share while computing that puts the backward pass's
-  end where the other rows' traces have it (rows that release a collective
-  before the backward pass ends; least absolute deviations)."""
-  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
-  backward = {o.name for o in dag.ops if o.phase == "backward"}
-  samples = []
-  for trace, ends in sorted(calib["backward_ends"].items()):
-    other = row_of_trace.get(trace)
-    if other is None or not ends or (first_ready.get(trace) or 1.0) >= 1.0:
-      continue
-    other_plan, other_args, workers = ran[trace]
-    samples.append((other_plan, dataclasses.replace(
-        model, unroll=split_name(other)[1],
-        block_startup=startups.get(split_name(other)[1], 0.0),
-        **row_plans.credit(row_plans.given_flags(other_args)),
-        workers=workers), statistics.median(e[0] for e in ends),
-                    statistics.median(e[1] for e in ends)))
-  if not samples:
-    return 1.0
-  def deviation(share):
-    total = 0.0
-    for plan, m, measured, first_end in samples:
-      r = execution.execute(dag, cost, plan, dataclasses.replace(
-          m, bytes_cpu_share=share))
-      total += abs(max(v for k, v in r.op_end[0].items() if k in backward)
-                   - measured) + abs(r.collective_end[0][0] - first_end)
-    return total
-  return min(reversed(BYTES_SHARES), key=deviation)
-
-
 def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              cpu_cost: str = "auto", comm_cpu_share: str = "traces",
              bytes_cpu_share: str = "traces",
@@ -267,7 +236,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     cost_fallback: "comm" or "trace", without cost_model.json.
     cpu_cost: "auto", "none", or a results directory / cost_model.json.
     comm_cpu_share: "traces" or a number in (0, 1].
-    bytes_cpu_share: in (0, 1]; see `ExecutionModel.bytes_cpu_share`.
+    bytes_cpu_share: "traces" or a number in (0, 1]; see
+      `ExecutionModel.bytes_cpu_share` and `overlap_fit`.
     block_overhead_ms: "traces" or milliseconds.
     block_startup_ms: "traces" or milliseconds.
     forward_share: "traces", "flops" or a number in (0, 1).
@@ -299,6 +269,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "not a scripts/bench.py results directory")
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
   bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
+  if bytes_given is not None and not 0 < bytes_given <= 1:
+    raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
+                     "number in (0, 1]")
   overhead_given = _setting(block_overhead_ms, "block_overhead_ms")
   startup_given = _setting(block_startup_ms, "block_startup_ms")
   forward_given = (None if forward_share in ("traces", "flops") else
@@ -487,14 +460,29 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         order_penalty_weight=weight or 0.0,
         unroll=unroll, **row_plans.credit(given), cpu=row_cpu,
         comm_cpu_share=share if share is not None else 1.0,
-        bytes_cpu_share=bytes_given if bytes_given is not None else 1.0,
         workers=None if row_plans.sparse_as_dense(args) else setup["workers"],
         link_burst=link_burst, fixed_cpu_fifo=True)
-    bytes_share = bytes_given
+    bytes_share, samples = bytes_given, []
     if bytes_share is None:
-      bytes_share = _fit_bytes_share(dag, row_cost, model, calib, ran,
-                                     row_of_trace, first_ready, startups)
-      model = dataclasses.replace(model, bytes_cpu_share=bytes_share)
+      # How the core was shared while a collective overlapped the backward
+      # pass, in the other rows that release one before it ends.
+      samples = [
+          overlap_fit.OverlapSample(
+              ran[t][0], dataclasses.replace(
+                  model, unroll=split_name(row_of_trace[t])[1],
+                  block_startup=startups.get(
+                      split_name(row_of_trace[t])[1], 0.0),
+                  **row_plans.credit(row_plans.given_flags(ran[t][1])),
+                  workers=ran[t][2]),
+              statistics.median(o[0] for o in overlaps),
+              statistics.median(o[1] for o in overlaps))
+          for t, overlaps in sorted(calib["overlaps"].items())
+          if overlaps and t in row_of_trace and
+          (first_ready.get(t) or 1.0) < 1.0]
+      bytes_share = overlap_fit.fit_bytes_share(dag, row_cost, samples)
+    # Without a row that overlaps them, the bytes take all they need.
+    model = dataclasses.replace(
+        model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
     # The traces end at the last planned collective; the sparse all-gathers
     # after it are the model's, not part of the overhead: each other row's
     # measured tails less what this model puts after that row's last
@@ -539,6 +527,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      row_plans.dense_collectives(dag, plan)),
         model=model.describe(),
         calibration={"forward_share": share_f, "comm_cpu_share": share,
+                     "bytes_cpu_share": model.bytes_cpu_share,
+                     "overlap_traces": len(samples),
                      "block_overhead_s": overhead,
                      "block_startup_s": startup,
                      "task0_late_share": weight,
@@ -670,7 +660,10 @@ def format_table(report: Dict[str, Any]) -> str:
       "measurements from the other rows' traces: forward share of compute "
       "(fwd), the CPU part of a collective's fixed cost (cpu; alpha is "
       "raised to it where the fit is below), the core share of a "
-      "collective while compute runs (share), the per-block overhead "
+      "collective's fixed work while compute runs (share), the core share "
+      "of its bytes while compute runs (bytes: fitted to the backward "
+      "pass's end and the first collective's end of the rows that overlap "
+      "them, 1 without such rows), the per-block overhead "
       "(ovh: a block's end less its last traced collective's end, less "
       "the modelled sparse all-gathers that follow that collective; a part "
       "per K and one per tensor of the row's last collective) and the "
@@ -683,9 +676,10 @@ def format_table(report: Dict[str, Any]) -> str:
       f"Measured: each row's {inputs['settings']['reference']} repeat.",
       "",
       "| row | measured ms | predicted ms | error | planner model ms | "
-      "colls | plan | fwd | cpu / alpha ms | share | ovh ms | su ms | "
-      "late0 | note |",
-      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
+      "colls | plan | fwd | cpu / alpha ms | share | bytes | ovh ms | "
+      "su ms | late0 | note |",
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+      "---|",
   ]
   for name, r in report["rows"].items():
     err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
@@ -694,6 +688,8 @@ def format_table(report: Dict[str, Any]) -> str:
            f"{c['forward_share']:.2f}")
     share = ("-" if c.get("comm_cpu_share") is None else
              f"{c['comm_cpu_share']:.3f}")
+    bytes_share = ("-" if c.get("bytes_cpu_share") is None else
+                   f"{c['bytes_cpu_share']:.2f}")
     late = ("-" if c.get("task0_late_share") is None else
             f"{c['task0_late_share']:.2f}")
     lines.append(
@@ -702,7 +698,7 @@ def format_table(report: Dict[str, Any]) -> str:
         f"{r.get('collectives', '-')} | {r.get('plan', '-')} | {fwd} | "
         f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
         f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
-        f"{share} | {_ms(c.get('block_overhead_s'))} | "
+        f"{share} | {bytes_share} | {_ms(c.get('block_overhead_s'))} | "
         f"{_ms(c.get('block_startup_s'))} | {late} | "
         f"{r.get('note', '')} |")
   worst = report["max_abs_error"]

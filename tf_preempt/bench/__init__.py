@@ -18,6 +18,8 @@ traces, the benchmark's setup), `emulated_link` gives its link's rate and
 token bucket, `collective_cost` the cost of a collective timed alone,
 `probe_inputs` what the probes beside it measured (the CPU cost of a
 collective, the arrival-order penalty), `trace_calibration` the
-leave-one-out figures and fits from the traces, and `row_plans` the plan
-each row ran and what the runtime issues of it.
+leave-one-out figures and fits from the traces, `overlap_fit` the core
+share of a collective's bytes while the compute runs (fitted through the
+execution model to the traces), and `row_plans` the plan each row ran and
+what the runtime issues of it.
 """

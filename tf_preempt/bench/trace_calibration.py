@@ -1,8 +1,9 @@
 """Leave-one-out calibration of the execution model from Chrome traces.
 
 Per steady-state block of worker 0's trace: its head (start to the first
-ready gradient), its tail (last collective to its end) and its small
-collectives (`trace_blocks`); their medians over the other rows' traces
+ready gradient), its first step's backward-pass end and first collective's
+end, its tail (last collective to its end) and its small collectives
+(`trace_blocks`); their medians over the other rows' traces
 (`calibrate`); and the robust fits to them of the per-block overhead and of
 the forward share and block start-up (`lad_fit`, `fit_block_head`). Pure
 Python.
@@ -34,7 +35,10 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
 
   Returns:
     Per block, in order: {"head_s": its start to its first ready
-    gradient, "tail_s": its last collective's end to its end, "small_s":
+    gradient, "backward_end_s": its start to the last ready gradient of
+    its first step, "first_end_s": its start to the end of its first
+    step's first collective (by start time), "tail_s": its last
+    collective's end to its end, "small_s":
     durations of its small collectives that ended while the backward
     pass computed, "interval_s": the times between the ends of two small
     collectives in flight together after the backward pass, "block_s":
@@ -59,6 +63,7 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     for e in inside:
       by_step.setdefault(e["args"]["iteration"], []).append(e)
     first = by_step[min(by_step)]
+    first_coll = min(first, key=lambda e: e["ts"])
     ready = lambda e: (e["args"]["ready_ns"] - origin) / 1e3  # us
     small, interval = [], []
     for step in by_step.values():
@@ -77,8 +82,7 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     out.append({
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
         "backward_end_s": (max(ready(e) for e in first) - start) * 1e-6,
-        "first_end_s": (min(first, key=lambda e: e["ts"])["ts"] + min(
-            first, key=lambda e: e["ts"])["dur"] - start) * 1e-6,
+        "first_end_s": (first_coll["ts"] + first_coll["dur"] - start) * 1e-6,
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
         "block_s": (end - start) * 1e-6})
@@ -101,6 +105,7 @@ def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
 
   Returns:
     {"heads": {trace: its blocks' times to their first ready gradient},
+    "overlaps": {trace: per block (backward_end_s, first_end_s)},
     "tail_s": a block's last collective to its end, "small_s":
     durations of small collectives while the backward pass computed,
     "interval_s": the time between the ends of two small collectives in
@@ -125,22 +130,22 @@ def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
              exclude: Collection[str]) -> Dict[str, Any]:
   """`calibrate`'s figures over the traces not in `exclude`."""
   tails, small, interval = [], [], []
-  by_trace, heads, backward_ends = {}, {}, {}
+  by_trace, heads, overlaps = {}, {}, {}
   for name, blocks in sorted(blocks_of.items()):
     if name in exclude or not blocks:
       continue
     by_trace[name] = [b["tail_s"] for b in blocks]
     tails += by_trace[name]
     heads[name] = [b["head_s"] for b in blocks]
-    backward_ends[name] = [(b["backward_end_s"], b["first_end_s"])
-                           for b in blocks]
+    overlaps[name] = [(b["backward_end_s"], b["first_end_s"])
+                      for b in blocks]
     for b in blocks:
       small += b["small_s"]
       interval += b["interval_s"]
   med = lambda v: statistics.median(v) if v else None
-  return {"heads": heads, "backward_ends": backward_ends, "tail_s": med(tails), "small_s": med(small),
-          "interval_s": med(interval), "rows": list(by_trace),
-          "tails": by_trace}
+  return {"heads": heads, "overlaps": overlaps, "tail_s": med(tails),
+          "small_s": med(small), "interval_s": med(interval),
+          "rows": list(by_trace), "tails": by_trace}
 
 
 def lad_fit(samples: Sequence[Tuple[Any, float, float]],
