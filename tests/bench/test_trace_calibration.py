@@ -24,6 +24,10 @@ def test_blocks_measure_head_tail_and_small_collectives():
                               colls)
   (block,) = trace_calibration.trace_blocks(trace)
   assert block["head_s"] == pytest.approx(0.030)
+  # The backward pass ends with the last ready gradient (1060); the first
+  # collective to start (1030) ends 40 ms later.
+  assert block["backward_end_s"] == pytest.approx(0.060)
+  assert block["first_end_s"] == pytest.approx(0.070)
   assert block["tail_s"] == pytest.approx(0.005)
   assert block["small_s"] == pytest.approx([0.010])
   assert block["interval_s"] == pytest.approx([0.0015])
@@ -56,6 +60,11 @@ def test_calibration_leaves_the_row_out(tmp_path):
   assert calib["heads"] == {"horovod_k1.worker-0.json": [pytest.approx(0.04)],
                             "pace_k1.worker-0.json": [pytest.approx(0.02)]}
   assert calib["tail_s"] == pytest.approx(0.006)  # median of 4 and 8
+  # Per block of the rows used: the backward pass's end (the last ready
+  # gradient, 50 ms) and the first collective's end (head + 10 ms).
+  assert calib["overlaps"] == {
+      "horovod_k1.worker-0.json": [(pytest.approx(0.05), pytest.approx(0.05))],
+      "pace_k1.worker-0.json": [(pytest.approx(0.05), pytest.approx(0.03))]}
   assert calib["small_s"] is None and calib["interval_s"] is None
 
 

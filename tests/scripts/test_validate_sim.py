@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tf_preempt.bench import collective_cost
+from tf_preempt.bench import overlap_fit
 from tf_preempt.bench import row_plans
 from tf_preempt.testing import bench_records
 from tf_preempt.testing import scripts
@@ -646,3 +647,47 @@ def test_cpu_cost_from_a_contention_measurement_of_the_same_link(tmp_path):
   named = validate_sim.validate(str(tmp_path / "fast"), cpu_cost=str(
       tmp_path / "a-contention-200mbit" / "cpu_cost.json"))["inputs"]
   assert named["cpu_cost"]["beta"] == 6e-9
+
+
+def test_bytes_share_is_fitted_to_the_rows_that_overlap(tmp_path):
+  # horovod@1 releases a 2 MB collective 20 ms into its 50 ms backward
+  # pass; tf_default@1 one collective after it (no evidence of sharing).
+  validate_sim = scripts.load_script("validate_sim")
+  os.makedirs(tmp_path / "traces")
+  results = {"schedulers": {"horovod@1": _row(0.10), "ddp@1": _row(0.10),
+                            "tf_default@1": _row(0.11)},
+             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
+             "command": "scripts/bench.py --model=vgg_small --workers=2 "
+                        "--batch_size=8 --bandwidth=2gbit",
+             "machine": "made up"}
+  _write_bench_files(tmp_path, results, {})
+  ms = 1000.0
+  blocks = [bench_records.block(0, 0, 1000 * ms),
+            bench_records.block(1, 1000 * ms, 100 * ms)]
+  overlapping = [
+      bench_records.collective(3, 0, 2 << 20, 1020 * ms, 1020 * ms, 40 * ms),
+      bench_records.collective(3, 1, 1 << 20, 1052 * ms, 1060 * ms, 20 * ms)]
+  after = [bench_records.collective(3, 0, 3 << 20, 1055 * ms, 1055 * ms,
+                                    30 * ms)]
+  for name, colls in (("horovod_k1", overlapping), ("ddp_k1", overlapping),
+                      ("tf_default_k1", after)):
+    (tmp_path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(bench_records.trace(blocks, colls)))
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  rows = report["rows"]
+  # Each row learns from the others that overlap: horovod's and ddp's
+  # traces; tf_default's says nothing and is not a sample.
+  assert rows["tf_default@1"]["calibration"]["overlap_traces"] == 2
+  assert rows["horovod@1"]["calibration"]["overlap_traces"] == 1
+  for r in rows.values():
+    assert r["calibration"]["bytes_cpu_share"] in overlap_fit.BYTES_SHARES
+  assert "| bytes |" in validate_sim.format_table(report)
+  # A given share is used as it is, for every row.
+  given = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                                bytes_cpu_share="0.5")
+  for r in given["rows"].values():
+    assert r["calibration"]["bytes_cpu_share"] == 0.5
+    assert r["calibration"]["overlap_traces"] == 0
+  for bad in ("0", "1.5", "half"):
+    with pytest.raises(ValueError, match="bytes_cpu_share"):
+      validate_sim.validate(str(tmp_path), bytes_cpu_share=bad)
