@@ -191,6 +191,10 @@ def define_flags() -> None:
                       f"newest {probe_inputs.ARRIVAL_ORDER_GLOB} beside the "
                       "results directory), 'none', or a runs.jsonl of "
                       "scripts/bench_arrival_order.py --json.")
+  flags.DEFINE_bool("latency_behind_bytes", True, "A collective's round "
+                    "trips wait for the bytes ahead of it on the link "
+                    "(ExecutionModel.latency_behind_bytes); "
+                    "--nolatency_behind_bytes: they overlap them.")
   flags.DEFINE_enum("reference", "median", ["median", "fastest"],
                     "Which repeat to compare with and to take compute "
                     "alone and communication alone from: the median (the "
@@ -227,7 +231,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              block_startup_ms: str = "traces",
              forward_share: str = "traces",
              reference: str = "median",
-             order_penalty: str = "auto") -> Dict[str, Any]:
+             order_penalty: str = "auto",
+             latency_behind_bytes: bool = True) -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
@@ -247,6 +252,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     order_penalty: "auto", "none" or a runs.jsonl of
       scripts/bench_arrival_order.py
       (`probe_inputs.order_penalty_runs`).
+    latency_behind_bytes: see `ExecutionModel.latency_behind_bytes`.
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -461,7 +467,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         unroll=unroll, **row_plans.credit(given), cpu=row_cpu,
         comm_cpu_share=share if share is not None else 1.0,
         workers=None if row_plans.sparse_as_dense(args) else setup["workers"],
-        link_burst=link_burst, fixed_cpu_fifo=True)
+        link_burst=link_burst, fixed_cpu_fifo=True,
+        latency_behind_bytes=latency_behind_bytes)
     bytes_share, samples = bytes_given, []
     if bytes_share is None:
       # How the core was shared while a collective overlapped the backward
@@ -590,7 +597,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                               "block_startup_ms": block_startup_ms,
                               "forward_share": forward_share,
                               "reference": reference,
-                              "order_penalty": order_penalty},
+                              "order_penalty": order_penalty,
+                              "latency_behind_bytes": latency_behind_bytes},
                  "measured_compute_s": results["compute_s"],
                  "measured_comm_s": results["comm_s"],
                  "simulated_comm_s": float(execution.repeated_seconds(
@@ -734,7 +742,8 @@ def main(argv: Sequence[str]) -> None:
                       block_overhead_ms=FLAGS.block_overhead_ms,
                       block_startup_ms=FLAGS.block_startup_ms,
                       forward_share=FLAGS.forward_share,
-                      order_penalty=FLAGS.order_penalty)
+                      order_penalty=FLAGS.order_penalty,
+                      latency_behind_bytes=FLAGS.latency_behind_bytes)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None
          else FLAGS.out)

@@ -328,6 +328,33 @@ def test_bytes_cpu_share_apart_from_the_fixed_work():
       cpu=cost, bytes_cpu_share=1.0).describe()
 
 
+def test_latency_behind_bytes_waits_for_the_link_to_drain():
+  # t1's collective: latency [15, 17], its 12 bytes [17, 29]. t0's is
+  # released at 20 (b0's end): its round trips overlap t1's bytes, then
+  # its 4 bytes queue behind them, [29, 33]; or, behind the bytes, its
+  # latency waits for them, [29, 31], then its bytes [31, 35].
+  dag = TrainingDAG.chain([5, 5], [5, 5], [4, 12])
+  cost = CostModel(alpha=2.0, beta=1.0)
+  plan = _plan(dag, [[(1, 0, 12)], [(0, 0, 4)]])
+  overlap = execute(dag, cost, plan, ExecutionModel(unroll=1,
+                                                    max_collectives=2))
+  behind = execute(dag, cost, plan, ExecutionModel(
+      unroll=1, max_collectives=2, latency_behind_bytes=True))
+  assert overlap.collective_end[0] == pytest.approx([29.0, 33.0])
+  assert behind.collective_end[0] == pytest.approx([29.0, 35.0])
+  assert behind.collective_launch[0] == pytest.approx([15.0, 20.0])
+  # A collective alone on the link has nothing ahead of it.
+  alone = _plan(dag, [[(1, 0, 12), (0, 0, 4)]])
+  assert execute(dag, cost, alone, ExecutionModel(
+      unroll=1, latency_behind_bytes=True)).collective_end[0] == (
+          pytest.approx(execute(dag, cost, alone, ExecutionModel(
+              unroll=1)).collective_end[0]))
+  assert "waits for the bytes ahead" in ExecutionModel(
+      latency_behind_bytes=True).describe()
+  with pytest.raises(ValueError):
+    ExecutionModel(latency_behind_bytes=1)
+
+
 # _DAG with t0 an embedding: 8 bytes dense, but 4 bytes of rows and 2 of
 # indices per worker and step arrive as IndexedSlices.
 _SPARSE_DAG = TrainingDAG(

@@ -78,6 +78,12 @@ def test_validate_with_traces(tmp_path):
   assert "K=2" in rows["pace@2"]["model"]
   assert "K=1" in rows["pace@1"]["model"]
   assert "2 collective(s) in flight" in rows["pace@1"]["model"]
+  # Round trips wait for the bytes ahead of them, unless told otherwise.
+  assert "waits for the bytes ahead" in rows["pace@1"]["model"]
+  old = validate_sim.validate(str(tmp_path), cost_fallback="trace",
+                              latency_behind_bytes=False)
+  assert "waits for the bytes ahead" not in old["rows"]["pace@1"]["model"]
+  assert old["inputs"]["settings"]["latency_behind_bytes"] is False
   inputs = report["inputs"]
   assert inputs["setup"]["model"] == "vgg_small"
   assert inputs["setup"]["source"] == "trace metadata"

@@ -167,6 +167,10 @@ class ExecutionModel:
       (module doc). Empty: no penalty. Needs `unroll`.
     order_penalty_weight: the probability, in [0, 1], that task 0 starts
       a block late, by which the penalty is weighted.
+    latency_behind_bytes: a collective's latency (the round trips of its
+      fixed cost after its CPU part) starts only once no earlier
+      collective's bytes are queued for or on the link: its messages
+      travel behind those bytes. False: the latency overlaps them.
   """
   unroll: Optional[int] = None
   max_collectives: int = 1
@@ -181,6 +185,7 @@ class ExecutionModel:
   fixed_cpu_fifo: bool = False
   order_penalty: Tuple[Tuple[float, float], ...] = ()
   order_penalty_weight: float = 0.0
+  latency_behind_bytes: bool = False
 
   def __post_init__(self):
     if self.unroll is not None and (not isinstance(self.unroll, int) or
@@ -227,6 +232,9 @@ class ExecutionModel:
     if self.order_penalty and self.unroll is None:
       raise ValueError("order_penalty needs unroll: it applies to a "
                        "block's first step.")
+    if not isinstance(self.latency_behind_bytes, bool):
+      raise ValueError(f"latency_behind_bytes={self.latency_behind_bytes!r}"
+                       " must be a bool.")
     if not (math.isfinite(self.order_penalty_weight) and
             0 <= self.order_penalty_weight <= 1):
       raise ValueError(f"order_penalty_weight={self.order_penalty_weight!r}"
@@ -264,6 +272,8 @@ class ExecutionModel:
     if self.link_burst:
       parts.append(f"link token bucket of {self.link_burst * 1e3:.3f} ms "
                    "of traffic")
+    if self.latency_behind_bytes:
+      parts.append("a collective's latency waits for the bytes ahead of it")
     if self.order_penalty and self.order_penalty_weight:
       parts.append(f"task-0-late penalty x {self.order_penalty_weight:.2f} "
                    "on a block's first collectives released alone on an "
@@ -311,7 +321,9 @@ class Execution:
 class _Collective:
   """One collective instance of one step, and its progress.
 
-  Stages, in order: "cpu" (the fixed CPU work, on the core), "latency" (the
+  Stages, in order: "cpu" (the fixed CPU work, on the core), "behind"
+  (with `latency_behind_bytes`: waiting for the bytes ahead on the link to
+  pass; no resource), "latency" (the
   rest of the fixed cost, no resource), "queued" (waiting for the link),
   "bytes" (on the link; per-byte CPU work on the core), "done".
   """
@@ -520,7 +532,10 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
     while coll.left <= 0 and coll.stage != "done":
       moved = True
       if coll.stage == "cpu":
-        coll.stage, coll.left = "latency", coll.latency_s
+        if model.latency_behind_bytes and (link_queue or on_link):
+          coll.stage, coll.left = "behind", math.inf
+        else:
+          coll.stage, coll.left = "latency", coll.latency_s
       elif coll.stage == "latency":
         coll.stage, coll.left = "queued", math.inf
         link_queue.append(coll)
@@ -574,6 +589,12 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         progressed = True
       for coll in list(in_flight):
         progressed |= advance(coll, t)
+      if model.latency_behind_bytes and not on_link and not link_queue:
+        # Nothing ahead on the link: the waiting round trips can go.
+        for coll in in_flight:
+          if coll.stage == "behind":
+            coll.stage, coll.left = "latency", coll.latency_s
+            progressed = True
       if not on_link and link_queue:
         coll = link_queue.pop(0)
         coll.stage, coll.left = "bytes", coll.bytes_s
