@@ -22,7 +22,11 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   its bytes queue behind earlier collectives' bytes on the one link (FIFO,
   in the order their fixed parts end). The traces show FIFO rather than
   fair sharing: a 295 KB all-reduce released 20 ms after a 2 MB one ends
-  12 ms after it, its own bytes' time at the link's rate.
+  12 ms after it, its own bytes' time at the link's rate. With
+  `latency_behind_bytes` the latency part of a fixed cost waits for the
+  bytes queued ahead of it (its round trips travel behind them on the
+  same connection): in the traces a 40 KB pack released while a 1.1 MB
+  one moves ends 1-4 ms after it, not with it.
   With a credit of 1 this is exactly the planner's channel.
 - **Token-bucket link.** An emulated link (`tf_preempt.launch.netem`: tc
   tbf) is not a plain rate: a bucket of `link_burst` seconds of traffic
@@ -45,7 +49,8 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   shared as a fluid: while compute runs, each collective's CPU work gets at
   most `comm_cpu_share` of it (1: it preempts the compute; 0.5: fair
   time-slicing; less: it mostly waits for the compute thread), its
-  per-byte work at most `bytes_cpu_share` (by default the same); on an
+  per-byte work at most `bytes_cpu_share` (by default the same; below
+  the share the bytes need they move slower than the link); on an
   idle core the collectives divide all of it max-min fairly (or, with
   `fixed_cpu_fifo`, the bytes take what they need and the fixed work is
   served one collective at a time in release order); the compute
