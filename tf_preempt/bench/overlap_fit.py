@@ -7,9 +7,11 @@ bytes'). The execution model gives both times for the row's plan and a
 bytes share s (`ExecutionModel.bytes_cpu_share`); `fit_bytes_share` picks
 the s of `BYTES_SHARES` whose model times are closest to the traces'
 (least absolute deviations over the rows). At 2 Gbit/s the bytes need
-0.4-0.75 of the core to move at the link's rate; in the traces the
-backward pass loses far less than that and the collective ends later than
-the rate allows: the compute keeps most of the core.
+0.4-0.75 of the core to move at the link's rate; in the traces of heap
+mode "keep" the backward pass loses far less than that and the collective
+ends later than the rate allows: the compute keeps most of the core (fits
+of 0.05-0.25; 0.4-1 with TensorFlow's heap, in
+benchmarks/simulation/README.md).
 
 Pure Python; the planner's execution model on first use.
 """
