@@ -473,19 +473,19 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     if bytes_share is None:
       # How the core was shared while a collective overlapped the backward
       # pass, in the other rows that release one before it ends.
-      samples = [
-          overlap_fit.OverlapSample(
-              ran[t][0], dataclasses.replace(
-                  model, unroll=split_name(row_of_trace[t])[1],
-                  block_startup=startups.get(
-                      split_name(row_of_trace[t])[1], 0.0),
-                  **row_plans.credit(row_plans.given_flags(ran[t][1])),
-                  workers=ran[t][2]),
-              statistics.median(o[0] for o in overlaps),
-              statistics.median(o[1] for o in overlaps))
-          for t, overlaps in sorted(calib["overlaps"].items())
-          if overlaps and t in row_of_trace and
-          (first_ready.get(t) or 1.0) < 1.0]
+      samples = []
+      for t, overlaps in sorted(calib["overlaps"].items()):
+        if not overlaps or t not in row_of_trace or (
+            first_ready.get(t) or 1.0) >= 1.0:
+          continue
+        other_plan, other_args, workers = ran[t]
+        k = split_name(row_of_trace[t])[1]
+        samples.append(overlap_fit.OverlapSample(
+            other_plan, row_plans.as_ran(
+                model, k, other_args, workers,
+                block_startup=startups.get(k, 0.0)),
+            statistics.median(o[0] for o in overlaps),
+            statistics.median(o[1] for o in overlaps)))
       bytes_share = overlap_fit.fit_bytes_share(dag, row_cost, samples)
     # Without a row that overlaps them, the bytes take all they need.
     model = dataclasses.replace(
@@ -508,10 +508,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         elif base_dag_sparse:
           other_plan, other_args, workers = ran[other_trace]
           tail = row_plans.model_tail(
-              dag, row_cost, other_plan, dataclasses.replace(
-                  model, unroll=split_name(other)[1],
-                  **row_plans.credit(row_plans.given_flags(other_args)),
-                  workers=workers))
+              dag, row_cost, other_plan, row_plans.as_ran(
+                  model, split_name(other)[1], other_args, workers))
         model_tails.append(tail)
         residuals += [(results_files.trace_unroll(other_trace),
                        last_tensors.get(other_trace, 0), t - tail)

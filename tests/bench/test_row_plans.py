@@ -59,3 +59,14 @@ def test_sparse_as_dense_flag():
   assert not row_plans.sparse_as_dense(["--sparse_as_dense",
                                             "--nosparse_as_dense"])
   assert not row_plans.sparse_as_dense(["--credit_bytes=1"])
+
+
+def test_as_ran_takes_the_row_s_k_credit_and_workers():
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  base = execution.ExecutionModel(unroll=1, comm_cpu_share=0.3)
+  ran = row_plans.as_ran(base, 2, ["--credit_bytes=1048576"], None,
+                         block_startup=0.002)
+  assert (ran.unroll, ran.max_bytes, ran.workers, ran.block_startup) == (
+      2, 1048576, None, 0.002)
+  assert ran.max_collectives == row_plans.DEFAULT_CREDIT_COLLECTIVES
+  assert ran.comm_cpu_share == 0.3  # the rest is the model's

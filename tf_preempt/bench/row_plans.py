@@ -192,6 +192,16 @@ def credit(given: Dict[str, str]) -> Dict[str, Any]:
                         else None)}
 
 
+def as_ran(model, unroll: int, args: Sequence[str],
+           workers: Optional[int], **changes):
+  """`model` (an `ExecutionModel`) as a row ran: its K, the credit of its
+  bench.py flags `args` and its `workers` (None with --sparse_as_dense);
+  `changes` replace more fields."""
+  return dataclasses.replace(model, unroll=unroll,
+                             **credit(given_flags(args)), workers=workers,
+                             **changes)
+
+
 def issued_tensors(dag, plan, workers: Optional[int]) -> List[set]:
   """The tensors of each collective of `plan` the runtime issues, in order.
 
