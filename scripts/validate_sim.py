@@ -523,7 +523,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     overhead = overhead or 0.0
     model = dataclasses.replace(model, block_overhead=overhead,
                                 block_startup=startup)
-    predicted = execution.execute(dag, row_cost, plan, model).step_time
+    run = execution.execute(dag, row_cost, plan, model)
+    predicted = run.step_time
     entry.update(
         predicted_s=predicted, error=(predicted - measured) / measured,
         planner_model_s=plan_lib.simulate(dag, cost, plan).iteration_time,
@@ -531,6 +532,14 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         collectives=(len(plan.collectives) if model.workers is None else
                      row_plans.dense_collectives(dag, plan)),
         model=model.describe(),
+        # The model's first step beside the row's own trace (for reading
+        # only: no calibration uses a row's own trace).
+        first_step={
+            "model": {"backward_end_s": overlap_fit.backward_end(dag, run),
+                      "collectives_s": list(zip(run.collective_launch[0],
+                                                run.collective_end[0]))},
+            "trace": trace_calibration.first_step_medians(
+                blocks_of.get(results_files.trace_name(name)))},
         calibration={"forward_share": share_f, "comm_cpu_share": share,
                      "bytes_cpu_share": model.bytes_cpu_share,
                      "overlap_traces": len(samples),

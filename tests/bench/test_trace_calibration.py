@@ -28,6 +28,15 @@ def test_blocks_measure_head_tail_and_small_collectives():
   # collective to start (1030) ends 40 ms later.
   assert block["backward_end_s"] == pytest.approx(0.060)
   assert block["first_end_s"] == pytest.approx(0.070)
+  # The first step's collectives by start time, from the block's start.
+  assert block["first_step_s"] == [
+      pytest.approx((a * 1e-3, b * 1e-3)) for a, b in
+      ((30, 70), (31, 41), (80, 90), (81, 91.5), (91.5, 95))]
+  # One block: its own figures are the medians.
+  assert trace_calibration.first_step_medians([block]) == {
+      "backward_end_s": block["backward_end_s"],
+      "collectives_s": block["first_step_s"]}
+  assert trace_calibration.first_step_medians([]) is None
   assert block["tail_s"] == pytest.approx(0.005)
   assert block["small_s"] == pytest.approx([0.010])
   assert block["interval_s"] == pytest.approx([0.0015])

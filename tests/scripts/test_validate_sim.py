@@ -688,6 +688,14 @@ def test_bytes_share_is_fitted_to_the_rows_that_overlap(tmp_path):
   for r in rows.values():
     assert r["calibration"]["bytes_cpu_share"] in overlap_fit.BYTES_SHARES
   assert "| bytes |" in validate_sim.format_table(report)
+  # Each row's first step, the model's beside its own trace's medians.
+  horovod = rows["horovod@1"]["first_step"]
+  assert horovod["trace"]["backward_end_s"] == pytest.approx(0.052)
+  assert horovod["trace"]["collectives_s"] == [
+      pytest.approx((0.020, 0.060)), pytest.approx((0.060, 0.080))]
+  assert len(horovod["model"]["collectives_s"]) == len(
+      horovod["trace"]["collectives_s"])
+  assert horovod["model"]["backward_end_s"] > 0
   # A given share is used as it is, for every row.
   given = validate_sim.validate(str(tmp_path), cpu_cost="none",
                                 bytes_cpu_share="0.5")

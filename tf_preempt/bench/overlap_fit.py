@@ -50,10 +50,14 @@ def model_overlap(dag, cost, plan, model) -> Tuple[float, float]:
   """
   from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
   run = execution.execute(dag, cost, plan, model)
+  return backward_end(dag, run), run.collective_end[0][0]
+
+
+def backward_end(dag, run) -> float:
+  """When the first step's backward pass ends in `run` (an `Execution` of
+  `dag`), from the block's start."""
   backward = {o.name for o in dag.ops if o.phase == "backward"}
-  backward_end = max(t for name, t in run.op_end[0].items()
-                     if name in backward)
-  return backward_end, run.collective_end[0][0]
+  return max(t for name, t in run.op_end[0].items() if name in backward)
 
 
 def fit_bytes_share(dag, cost, samples: Sequence[OverlapSample],

@@ -36,8 +36,9 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
   Returns:
     Per block, in order: {"head_s": its start to its first ready
     gradient, "backward_end_s": its start to the last ready gradient of
-    its first step, "first_end_s": its start to the end of its first
-    step's first collective (by start time), "tail_s": its last
+    its first step, "first_step_s": its first step's collectives by
+    start time, (start, end) from the block's start, "first_end_s": the
+    first one's end, "tail_s": its last
     collective's end to its end, "small_s":
     durations of its small collectives that ended while the backward
     pass computed, "interval_s": the times between the ends of two small
@@ -62,8 +63,9 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     by_step = {}
     for e in inside:
       by_step.setdefault(e["args"]["iteration"], []).append(e)
-    first = by_step[min(by_step)]
-    first_coll = min(first, key=lambda e: e["ts"])
+    first = sorted(by_step[min(by_step)], key=lambda e: e["ts"])
+    first_step = [((e["ts"] - start) * 1e-6, (e["ts"] + e["dur"] - start) *
+                   1e-6) for e in first]
     ready = lambda e: (e["args"]["ready_ns"] - origin) / 1e3  # us
     small, interval = [], []
     for step in by_step.values():
@@ -82,7 +84,8 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     out.append({
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
         "backward_end_s": (max(ready(e) for e in first) - start) * 1e-6,
-        "first_end_s": (first_coll["ts"] + first_coll["dur"] - start) * 1e-6,
+        "first_end_s": first_step[0][1],
+        "first_step_s": first_step,
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
         "block_s": (end - start) * 1e-6})
@@ -220,3 +223,22 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   share, startups = lad_fit([(k, compute_s * (1 - f), h - compute_s * f)
                              for k, f, h in samples], slopes)
   return share, {k: max(0.0, u) for k, u in startups.items()}
+
+
+def first_step_medians(blocks: Sequence[Dict[str, Any]]
+                       ) -> Optional[Dict[str, Any]]:
+  """A trace's first steps, the medians over its `trace_blocks`.
+
+  Returns:
+    {"backward_end_s", "collectives_s": [(start, end)] by start time, as
+    many as every block has}; None without blocks.
+  """
+  if not blocks:
+    return None
+  n = min(len(b["first_step_s"]) for b in blocks)
+  return {"backward_end_s": statistics.median(
+              b["backward_end_s"] for b in blocks),
+          "collectives_s": [
+              tuple(statistics.median(b["first_step_s"][i][j]
+                                      for b in blocks) for j in (0, 1))
+              for i in range(n)]}
