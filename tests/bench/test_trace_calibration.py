@@ -35,7 +35,7 @@ def test_blocks_measure_head_tail_and_small_collectives():
   # One block: its own figures are the medians.
   assert trace_calibration.first_step_medians([block]) == {
       "backward_end_s": block["backward_end_s"],
-      "collectives_s": block["first_step_s"]}
+      "collectives_s": block["first_step_s"], "tail_s": block["tail_s"]}
   assert trace_calibration.first_step_medians([]) is None
   assert block["tail_s"] == pytest.approx(0.005)
   assert block["small_s"] == pytest.approx([0.010])

@@ -231,13 +231,15 @@ def first_step_medians(blocks: Sequence[Dict[str, Any]]
 
   Returns:
     {"backward_end_s", "collectives_s": [(start, end)] by start time, as
-    many as every block has}; None without blocks.
+    many as every block has, "tail_s": the block's last collective to its
+    end}; None without blocks.
   """
   if not blocks:
     return None
   n = min(len(b["first_step_s"]) for b in blocks)
   return {"backward_end_s": statistics.median(
               b["backward_end_s"] for b in blocks),
+          "tail_s": statistics.median(b["tail_s"] for b in blocks),
           "collectives_s": [
               tuple(statistics.median(b["first_step_s"][i][j]
                                       for b in blocks) for j in (0, 1))
