@@ -58,6 +58,24 @@ def define_flags() -> None:
   define_shared_flags()
 
 
+def _matmul_chain(strategy, ops: int, matrix: int):
+  """A function of `after` that runs `ops` matmuls one after the other.
+
+  Returns (the timestamp at its end, a scalar that depends on it).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  weight, start_x = stock_ring.chain_variables(strategy, matrix)
+
+  def chain(after):
+    with tf.control_dependencies([after]):
+      x = tf.identity(start_x.read_value())
+    for _ in range(ops):
+      x = tf.matmul(x, weight)
+    with tf.control_dependencies([x]):
+      return tf.timestamp(), x[0, 0]
+  return chain
+
+
 def _model_pass(strategy, model_name: str, batch_size: int):
   """A function of `after` that runs the model's forward and backward pass.
 
@@ -104,18 +122,9 @@ def main(argv: Sequence[str]) -> None:
   strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes,
                                                         heap_mode=f.heap)
   task = strategy.cluster_resolver.task_id
-  if f.compute == "model":
-    compute = _model_pass(strategy, f.model, f.batch_size)
-  else:
-    weight, start_x = stock_ring.chain_variables(strategy, f.matrix)
-
-    def compute(after):
-      with tf.control_dependencies([after]):
-        x = tf.identity(start_x.read_value())
-      for _ in range(f.ops):
-        x = tf.matmul(x, weight)
-      with tf.control_dependencies([x]):
-        return tf.timestamp(), x[0, 0]
+  compute = (_model_pass(strategy, f.model, f.batch_size)
+             if f.compute == "model" else
+             _matmul_chain(strategy, f.ops, f.matrix))
 
   def all_reduce(after):
     with tf.control_dependencies([after]):
