@@ -687,6 +687,8 @@ def test_bytes_share_is_fitted_to_the_rows_that_overlap(tmp_path):
   assert rows["horovod@1"]["calibration"]["overlap_traces"] == 1
   for r in rows.values():
     assert r["calibration"]["bytes_cpu_share"] in overlap_fit.BYTES_SHARES
+    # Without a CPU cost no share changes the times: the largest is kept.
+    assert r["calibration"]["bytes_cpu_share"] == 1.0
   assert "| bytes |" in validate_sim.format_table(report)
   # Each row's first step, the model's beside its own trace's medians.
   horovod = rows["horovod@1"]["first_step"]
