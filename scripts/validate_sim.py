@@ -473,7 +473,6 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     if bytes_share is None:
       # How the core was shared while a collective overlapped the backward
       # pass, in the other rows that release one before it ends.
-      samples = []
       for t, overlaps in sorted(calib["overlaps"].items()):
         if not overlaps or t not in row_of_trace or (
             first_ready.get(t) or 1.0) >= 1.0:
