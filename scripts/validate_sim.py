@@ -148,6 +148,7 @@ from tf_preempt.bench import probe_inputs
 from tf_preempt.bench import results_files
 from tf_preempt.bench import row_plans
 from tf_preempt.bench import trace_calibration
+from tf_preempt.bench import update_backlog
 from tf_preempt.bench.results import split_name
 # pylint: enable=g-import-not-at-top
 
@@ -371,7 +372,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # run: if that run was more than the target slower than the row's
   # fastest repeat, something else slowed it (the machine is shared) and
   # its measurements would carry that into the other rows' predictions.
-  ran, first_ready, last_tensors, disturbed = {}, {}, {}, set()
+  ran, first_ready, completes, disturbed = {}, {}, {}, set()
   for trace, other in row_of_trace.items():
     other_args = (settings.get(other) or {}).get("args") or ()
     other_plan, _ = row_plans.row_plan(plans_dir, other, split_name(other)[0],
@@ -382,8 +383,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     ran[trace] = (other_plan, other_args, workers)
     first_ready[trace] = row_plans.first_ready_fraction(base_dag, other_plan,
                                                         workers)
-    last_tensors[trace] = row_plans.last_collective_tensors(
-        base_dag, other_plan, workers)
+    completes[trace] = update_backlog.completed_tensors(
+        row_plans.issued_tensors(base_dag, other_plan, workers))
     blocks = blocks_of.get(trace)
     fastest = min(results["schedulers"][other].get("step_s") or
                   [results["schedulers"][other]["median_s"]])
@@ -510,18 +511,28 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
               dag, row_cost, other_plan, row_plans.as_ran(
                   model, split_name(other)[1], other_args, workers))
         model_tails.append(tail)
-        residuals += [(results_files.trace_unroll(other_trace),
-                       last_tensors.get(other_trace, 0), t - tail)
-                      for t in tails]
+        residuals += [
+            (results_files.trace_unroll(other_trace),
+             lambda a, e=update_backlog.traced_ends(
+                 ends, completes.get(other_trace, [])):
+             update_backlog.backlog_s(e, a), t - tail)
+            for t, ends in zip(tails, calib["last_steps"][other_trace])]
       sparse_tail = statistics.median(model_tails)
-      per_tensor, fixed = trace_calibration.lad_fit(
+      per_tensor, fixed = trace_calibration.lad_fit_terms(
           residuals, trace_calibration.UPDATE_SLOPES_S)
-      overhead = max(0.0, fixed.get(unroll, statistics.median(
-          fixed.values())) + per_tensor * row_plans.last_collective_tensors(
-              dag, plan, model.workers))
-    overhead = overhead or 0.0
-    model = dataclasses.replace(model, block_overhead=overhead,
+      overhead = fixed.get(unroll, statistics.median(fixed.values()))
+    model = dataclasses.replace(model, block_overhead=0.0,
                                 block_startup=startup)
+    if per_tensor:
+      # The updates still queued when the model's last collective ends.
+      run = execution.execute(dag, row_cost, plan, model)
+      ends = [e for step in run.collective_end for e in step]
+      if ends:
+        overhead += update_backlog.backlog_s(
+            list(zip(run.collective_end[-1], update_backlog.completed_tensors(
+                row_plans.issued_tensors(dag, plan, model.workers)))),
+            per_tensor, at=max(ends))
+    model = dataclasses.replace(model, block_overhead=max(0.0, overhead or 0.0))
     run = execution.execute(dag, row_cost, plan, model)
     predicted = run.step_time
     entry.update(

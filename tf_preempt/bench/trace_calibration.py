@@ -10,7 +10,8 @@ Python.
 """
 
 import statistics
-from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Collection, Dict, List, Optional,
+                    Sequence, Tuple)
 
 # Collectives this small move almost no bytes: their duration while the
 # backward pass computes is their fixed cost under contention.
@@ -38,7 +39,8 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     gradient, "backward_end_s": its start to the last ready gradient of
     its first step, "first_step_s": its first step's collectives by
     start time, (start, end) from the block's start, "first_end_s": the
-    first one's end, "tail_s": its last
+    first one's end, "last_step_ends": its last step's collectives,
+    (end from the block's start, collective id) by end, "tail_s": its last
     collective's end to its end, "small_s":
     durations of its small collectives that ended while the backward
     pass computed, "interval_s": the times between the ends of two small
@@ -66,6 +68,9 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     first = sorted(by_step[min(by_step)], key=lambda e: e["ts"])
     first_step = [((e["ts"] - start) * 1e-6, (e["ts"] + e["dur"] - start) *
                    1e-6) for e in first]
+    last_step = sorted(((e["ts"] + e["dur"] - start) * 1e-6,
+                        e["args"].get("collective_id"))
+                       for e in by_step[max(by_step)])
     ready = lambda e: (e["args"]["ready_ns"] - origin) / 1e3  # us
     small, interval = [], []
     for step in by_step.values():
@@ -85,7 +90,7 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
         "backward_end_s": (max(ready(e) for e in first) - start) * 1e-6,
         "first_end_s": first_step[0][1],
-        "first_step_s": first_step,
+        "first_step_s": first_step, "last_step_ends": last_step,
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
         "block_s": (end - start) * 1e-6})
@@ -114,7 +119,8 @@ def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
     "interval_s": the time between the ends of two small collectives in
     flight together after the backward pass (the part of a collective's
     fixed cost that does not overlap: its CPU work), "rows": the traces
-    used, "tails": {trace: its blocks' tails}, "from_disturbed": the
+    used, "tails": {trace: its blocks' tails}, "last_steps": {trace: its
+    blocks' "last_step_ends"}, "from_disturbed": the
     small-collective keys taken from disturbed traces}; a value is None
     without samples.
   """
@@ -133,11 +139,12 @@ def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
              exclude: Collection[str]) -> Dict[str, Any]:
   """`calibrate`'s figures over the traces not in `exclude`."""
   tails, small, interval = [], [], []
-  by_trace, heads, overlaps = {}, {}, {}
+  by_trace, heads, overlaps, last_steps = {}, {}, {}, {}
   for name, blocks in sorted(blocks_of.items()):
     if name in exclude or not blocks:
       continue
     by_trace[name] = [b["tail_s"] for b in blocks]
+    last_steps[name] = [b["last_step_ends"] for b in blocks]
     tails += by_trace[name]
     heads[name] = [b["head_s"] for b in blocks]
     overlaps[name] = [(b["backward_end_s"], b["first_end_s"])
@@ -148,7 +155,8 @@ def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
   med = lambda v: statistics.median(v) if v else None
   return {"heads": heads, "overlaps": overlaps, "tail_s": med(tails),
           "small_s": med(small), "interval_s": med(interval),
-          "rows": list(by_trace), "tails": by_trace}
+          "rows": list(by_trace), "tails": by_trace,
+          "last_steps": last_steps}
 
 
 def lad_fit(samples: Sequence[Tuple[Any, float, float]],
@@ -166,23 +174,42 @@ def lad_fit(samples: Sequence[Tuple[Any, float, float]],
   Returns:
     (slope, {group: intercept}).
   """
+  return lad_fit_terms([(g, lambda a, x=x: a * x, y) for g, x, y in samples],
+                       slopes)
+
+
+def lad_fit_terms(samples: Sequence[Tuple[Any, Callable[[float], float],
+                                          float]],
+                  params: Sequence[float]) -> Tuple[float, Dict[Any, float]]:
+  """Least absolute deviations of y = intercept[group] + term(param).
+
+  `lad_fit` with a term that need not be linear in the parameter (the
+  update backlog: `update_backlog.backlog_s`).
+
+  Args:
+    samples: (group, term, y): term maps a candidate parameter to seconds.
+    params: the candidate parameters.
+
+  Returns:
+    (param, {group: intercept}).
+  """
   groups = sorted({g for g, _, _ in samples})
 
   def intercepts(a):
-    return {g: statistics.median(y - a * x for gg, x, y in samples
+    return {g: statistics.median(y - term(a) for gg, term, y in samples
                                  if gg == g) for g in groups}
 
   def deviation(a):
     o = intercepts(a)
-    return sum(abs(y - o[g] - a * x) for g, x, y in samples)
+    return sum(abs(y - o[g] - term(a)) for g, term, y in samples)
 
-  # The sum is piecewise linear in the slope and often flat over a range:
+  # The sum is piecewise linear in a slope and often flat over a range:
   # take the first of the candidates within round-off of the least, so
   # that the choice does not hang on the last bits of the samples.
-  deviations = [deviation(a) for a in slopes]
+  deviations = [deviation(a) for a in params]
   least = min(deviations)
-  slope = next(a for a, d in zip(slopes, deviations) if d <= least + 1e-12)
-  return slope, intercepts(slope)
+  param = next(a for a, d in zip(params, deviations) if d <= least + 1e-12)
+  return param, intercepts(param)
 
 
 def fit_block_head(samples: Sequence[Tuple[int, float, float]],
