@@ -97,10 +97,12 @@ the row being predicted:
     to the other rows' block tails (a block's last traced collective to
     its end, less what the row's execution model puts there: `model_tail`,
     the sparse all-gathers, which follow the last dense collective and
-    are not traced; 0 without sparse gradients) as a part per K plus a
-    part per tensor of the block's last collective (their updates follow
-    it: the fused buffer's unpacking, the optimizer), by least absolute
-    deviations (`lad_fit`); the start-up (per K) and the forward share
+    are not traced; 0 without sparse gradients) as a part per K plus the
+    updates still queued when the block's last collective ends (a tensor's
+    update, the fused buffer's unpacking and the optimizer, follows the
+    collective that completes it, one at a time on the core; seconds per
+    tensor: `update_backlog`), by least absolute deviations
+    (`lad_fit_terms`); the start-up (per K) and the forward share
     are fitted the same way to the other rows' block heads (a block's
     start to its first ready gradient), knowing where in the backward
     pass each row's first collective becomes ready (`fit_block_head`,
@@ -366,9 +368,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # Per traced row: the plan it ran (its plan depends on the tensor sizes
   # only, not on the per-op times), its args and `workers`; where its first
   # collective becomes ready, for the fit of the forward share and the
-  # block start-up to the traces' block heads; how many tensors its last
-  # collective updates (their updates, the fused buffer's unpacking and
-  # the optimizer, follow that collective). A trace is of the row's last
+  # block start-up to the traces' block heads; how many tensors each of
+  # its collectives completes (their updates, the fused buffer's unpacking
+  # and the optimizer, follow that collective). A trace is of the row's last
   # run: if that run was more than the target slower than the row's
   # fastest repeat, something else slowed it (the machine is shared) and
   # its measurements would carry that into the other rows' predictions.
@@ -691,7 +693,8 @@ def format_table(report: Dict[str, Any]) -> str:
       "them, 1 without such rows), the per-block overhead "
       "(ovh: a block's end less its last traced collective's end, less "
       "the modelled sparse all-gathers that follow that collective; a part "
-      "per K and one per tensor of the row's last collective) and the "
+      "per K and the tensor updates still queued when the row's last "
+      "collective ends) and the "
       "block's start-up before its first op (su, per K). colls: the "
       "plan's collectives the runtime issues.",
       "- Traces of disturbed runs (more than 10% slower than their row's "

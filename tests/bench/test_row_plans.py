@@ -19,7 +19,7 @@ def test_runtime_plan_is_the_one_the_runtime_ran():
   assert sizes("priority")[:4] == [40, 1024, 10240, 2097152]
 
 
-def test_first_ready_fraction_and_last_collective_tensors():
+def test_first_ready_fraction_and_issued_tensors():
   from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
   # Backward: b2 (1 s, t2) then b1 (1 s, t1) then b0 (2 s, t0).
   dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
@@ -34,9 +34,8 @@ def test_first_ready_fraction_and_last_collective_tensors():
   assert row_plans.first_ready_fraction(dag, one, None) == 1.0
   assert row_plans.first_ready_fraction(dag, each, None) == 0.25
   assert row_plans.first_ready_fraction(dag, first_last, None) == 0.25
-  assert row_plans.last_collective_tensors(dag, one, None) == 3
-  assert row_plans.last_collective_tensors(dag, each, None) == 1
-  # A sparse tensor is left out of the runtime's collectives.
+  assert row_plans.issued_tensors(dag, one, None) == [{0, 1, 2}]
+  assert row_plans.issued_tensors(dag, each, None) == [{2}, {1}, {0}]
   # A sparse tensor (t2, the first ready) is left out of the runtime's
   # collectives: with workers the first dense one is t1, ready at 2 s.
   sparse = plan_lib.TrainingDAG(dag.ops, dag.edges, list(dag.tensors[:2]) + [
@@ -44,12 +43,13 @@ def test_first_ready_fraction_and_last_collective_tensors():
                           sparse=plan_lib.SparseGradient(4, 4))])
   assert row_plans.first_ready_fraction(sparse, each, None) == 0.25
   assert row_plans.first_ready_fraction(sparse, each, 2) == 0.5
-  assert row_plans.last_collective_tensors(sparse, one, 2) == 2
+  assert row_plans.issued_tensors(sparse, one, 2) == [{0, 1}]
   # A collective of sparse pieces only is not issued at all.
   sparse_last = plan_lib.plan_from_groups(tensors, [[(1, 0, 4), (0, 0, 8)],
                                                     [(2, 0, 4)]])
-  assert row_plans.last_collective_tensors(sparse, sparse_last, 2) == 2
-  assert row_plans.last_collective_tensors(sparse, sparse_last, None) == 1
+  assert row_plans.issued_tensors(sparse, sparse_last, 2) == [{0, 1}]
+  assert row_plans.issued_tensors(sparse, sparse_last, None) == [{0, 1},
+                                                                  {2}]
   assert row_plans.first_ready_fraction(sparse, sparse_last, 2) == 1.0
 
 

@@ -37,6 +37,10 @@ def test_blocks_measure_head_tail_and_small_collectives():
       "backward_end_s": block["backward_end_s"],
       "collectives_s": block["first_step_s"], "tail_s": block["tail_s"]}
   assert trace_calibration.first_step_medians([]) is None
+  # The last step's collectives (one step here) by end: (end, id).
+  assert block["last_step_ends"] == [
+      pytest.approx((b * 1e-3, i)) for b, i in
+      ((41, 1), (70, 0), (90, 2), (91.5, 3), (95, 4))]
   assert block["tail_s"] == pytest.approx(0.005)
   assert block["small_s"] == pytest.approx([0.010])
   assert block["interval_s"] == pytest.approx([0.0015])
@@ -87,6 +91,23 @@ def test_lad_fit_ignores_an_outlier():
                                                 [i / 10 for i in range(11)])
   assert slope == pytest.approx(0.5)
   assert intercepts == {"a": pytest.approx(2), "b": pytest.approx(7)}
+
+
+def test_lad_fit_terms_fits_a_term_not_linear_in_its_parameter():
+  # y = c[g] + max(0, p * n - gap): the update backlog's shape. The gaps
+  # tell p apart from the intercepts: a linear slope could not fit both
+  # the samples whose queue drained and those where it did not.
+  def term(n, gap):
+    return lambda p: max(0.0, p * n - gap)
+
+  p_true, c = 0.2, {1: 2.0, 2: 1.0}
+  samples = [(k, term(n, gap), c[k] + term(n, gap)(p_true))
+             for k in (1, 2) for n, gap in ((1, 0), (12, 1.5), (22, 0),
+                                            (6, 3.0), (18, 0.5))]
+  param, intercepts = trace_calibration.lad_fit_terms(
+      samples, [i / 100 for i in range(41)])
+  assert param == pytest.approx(p_true)
+  assert intercepts == {1: pytest.approx(2.0), 2: pytest.approx(1.0)}
 
 
 def test_fit_block_head_recovers_share_and_start_ups():

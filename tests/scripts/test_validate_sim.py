@@ -16,6 +16,7 @@ import pytest
 from tf_preempt.bench import collective_cost
 from tf_preempt.bench import overlap_fit
 from tf_preempt.bench import row_plans
+from tf_preempt.bench import update_backlog
 from tf_preempt.testing import bench_records
 from tf_preempt.testing import scripts
 
@@ -707,3 +708,57 @@ def test_bytes_share_is_fitted_to_the_rows_that_overlap(tmp_path):
   for bad in ("0", "1.5", "half"):
     with pytest.raises(ValueError, match="bytes_cpu_share"):
       validate_sim.validate(str(tmp_path), bytes_cpu_share=bad)
+
+
+def test_block_overhead_counts_the_updates_still_queued(tmp_path):
+  # horovod@1's and ddp@1's blocks end 3 ms plus the updates still queued
+  # when their last collective ends (0.2 ms per tensor, each collective's
+  # tensors queued at its end): gaps of 0.5-8 ms between their two
+  # collectives' ends tell the work per tensor from the fixed part.
+  # tf_packed@1's overhead is the same 3 ms plus its model's backlog.
+  validate_sim = scripts.load_script("validate_sim")
+  os.makedirs(tmp_path / "traces")
+  results = {"schedulers": {"horovod@1": _row(0.10), "ddp@1": _row(0.10),
+                            "tf_packed@1": _row(0.10)},
+             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
+             "command": "scripts/bench.py --model=vgg_small --workers=2 "
+                        "--batch_size=8 --bandwidth=200mbit",
+             "machine": "made up"}
+  _write_bench_files(tmp_path, results,
+                     {"tf_packed@1": ["--bytes_per_pack=1048576"]})
+  dag = scripts.load_script("simulate").model_dag("vgg_small", 4, "v100",
+                                                 None)
+
+  def completes(scheduler, options):
+    return update_backlog.completed_tensors(row_plans.issued_tensors(
+        dag, row_plans.runtime_plan(dag, scheduler, 2, options), 2))
+
+  ms, per_tensor, fixed = 1000.0, 2e-4, 3e-3
+  for scheduler in ("horovod", "ddp"):
+    counts = completes(scheduler, {})
+    assert len(counts) == 2
+    blocks, colls = [bench_records.block(0, 0, 1000 * ms)], []
+    for i, gap_ms in enumerate((0.5, 1.0, 2.0, 4.0, 8.0)):
+      start = (1000 + 100 * i) * ms
+      last_end = start + 60 * ms
+      colls += [
+          bench_records.collective(3 + i, 0, 2 << 20, start + 20 * ms,
+                                   start + 20 * ms, 40 * ms - gap_ms * ms),
+          bench_records.collective(3 + i, 1, 1 << 20, start + 30 * ms,
+                                   start + 30 * ms, 30 * ms)]
+      tail = fixed + update_backlog.backlog_s(
+          [(0.060 - gap_ms * 1e-3, counts[0]), (0.060, counts[1])],
+          per_tensor)
+      blocks.append(bench_records.block(i + 1, start,
+                                        last_end - start + tail * 1e6))
+    (tmp_path / "traces" / f"{scheduler}_k1.worker-0.json").write_text(
+        json.dumps(bench_records.trace(blocks, colls)))
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  packed = report["rows"]["tf_packed@1"]
+  assert packed["calibration"]["overhead_per_tensor_s"] == pytest.approx(
+      per_tensor)
+  ends = [end for _, end in packed["first_step"]["model"]["collectives_s"]]
+  counts = completes("tf_packed", {"bytes_per_pack": 1048576})
+  assert len(ends) == len(counts) == 3
+  assert packed["calibration"]["block_overhead_s"] == pytest.approx(
+      fixed + update_backlog.backlog_s(list(zip(ends, counts)), per_tensor))

@@ -256,13 +256,6 @@ def first_ready_fraction(dag, plan, workers: Optional[int]
   return float(min(readies) / dag.backward_end())
 
 
-def last_collective_tensors(dag, plan, workers: Optional[int]) -> int:
-  """Tensors in the last collective the runtime issues for `plan` (0 if
-  none); `workers` as in `issued_tensors`."""
-  issued = issued_tensors(dag, plan, workers)
-  return len(issued[-1]) if issued else 0
-
-
 def model_tail(dag, cost, plan, model) -> float:
   """Seconds the execution model puts after a block's last planned
   collective: what a trace's block tail holds of the model (the sparse

@@ -19,8 +19,8 @@ SMALL_COLLECTIVE_BYTES = 64 << 10
 # The calibration figures only traces with small collectives in flight
 # together carry (see `calibrate`).
 SMALL_COLLECTIVE_KEYS = ("small_s", "interval_s")
-# Candidate seconds per tensor of the update work that follows a block's
-# last collective (0 to 1 ms, in 10 us steps).
+# Candidate seconds per tensor of the update work that follows the
+# collective completing it (0 to 1 ms, in 10 us steps).
 UPDATE_SLOPES_S = [i * 1e-5 for i in range(101)]
 
 
@@ -196,12 +196,14 @@ def lad_fit_terms(samples: Sequence[Tuple[Any, Callable[[float], float],
   groups = sorted({g for g, _, _ in samples})
 
   def intercepts(a):
-    return {g: statistics.median(y - term(a) for gg, term, y in samples
-                                 if gg == g) for g in groups}
+    residuals = {g: [] for g in groups}
+    for g, term, y in samples:
+      residuals[g].append(y - term(a))
+    return {g: statistics.median(r) for g, r in residuals.items()}, residuals
 
   def deviation(a):
-    o = intercepts(a)
-    return sum(abs(y - o[g] - term(a)) for g, term, y in samples)
+    o, residuals = intercepts(a)
+    return sum(abs(r - o[g]) for g, rs in residuals.items() for r in rs)
 
   # The sum is piecewise linear in a slope and often flat over a range:
   # take the first of the candidates within round-off of the least, so
@@ -209,7 +211,7 @@ def lad_fit_terms(samples: Sequence[Tuple[Any, Callable[[float], float],
   deviations = [deviation(a) for a in params]
   least = min(deviations)
   param = next(a for a, d in zip(params, deviations) if d <= least + 1e-12)
-  return param, intercepts(param)
+  return param, intercepts(param)[0]
 
 
 def fit_block_head(samples: Sequence[Tuple[int, float, float]],

@@ -56,13 +56,15 @@ def backlog_s(ends: Sequence[Tuple[float, int]], per_tensor_s: float,
   order = sorted(ends)
   at = order[-1][0] if at is None else at
   # Lindley's recursion over the arrivals: the queue after each end.
-  left, last = 0.0, order[0][0]
+  left, last = 0.0, None
   for end, tensors in order:
     if end > at:
       break
-    left = max(0.0, left - (end - last)) + per_tensor_s * tensors
+    if last is not None:
+      left = max(0.0, left - (end - last))
+    left += per_tensor_s * tensors
     last = end
-  return max(0.0, left - (at - last))
+  return 0.0 if last is None else max(0.0, left - (at - last))
 
 
 def traced_ends(last_step_ends: Sequence[Tuple[float, Optional[int]]],
