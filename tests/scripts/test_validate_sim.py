@@ -38,6 +38,18 @@ def _write_bench_files(path, results, args_by_row):
       for row, args in args_by_row.items()}}))
 
 
+def _write_vgg_rows(path, rows, bandwidth, args_by_row=None):
+  """A vgg_small directory (2 workers, batch 8) of `rows` {name: row}:
+  results.json and details.json; a traces/ directory for the caller's."""
+  os.makedirs(path / "traces")
+  results = {"schedulers": rows,
+             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
+             "command": "scripts/bench.py --model=vgg_small --workers=2 "
+                        f"--batch_size=8 --bandwidth={bandwidth}",
+             "machine": "made up"}
+  _write_bench_files(path, results, args_by_row or {})
+
+
 def _make_results(path, traces=True, cost=None):
   os.makedirs(path / "traces")
   results = {
@@ -492,14 +504,9 @@ def _write_ddp_disturbed(path):
   fastest repeat took 100 ms (its trace is of a run like it), ddp@1's 80 ms
   (its traced run was 25% slower: disturbed). The traces are the caller's.
   """
-  os.makedirs(path / "traces")
-  results = {"schedulers": {"horovod@1": dict(_row(0.10), step_s=[0.1, 0.1]),
-                            "ddp@1": dict(_row(0.09), step_s=[0.08, 0.1])},
-             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
-             "command": "scripts/bench.py --model=vgg_small --workers=2 "
-                        "--batch_size=8 --bandwidth=200mbit",
-             "machine": "made up"}
-  _write_bench_files(path, results, {})
+  _write_vgg_rows(path, {"horovod@1": dict(_row(0.10), step_s=[0.1, 0.1]),
+                         "ddp@1": dict(_row(0.09), step_s=[0.08, 0.1])},
+                  "200mbit")
 
 
 def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
@@ -660,14 +667,8 @@ def test_bytes_share_is_fitted_to_the_rows_that_overlap(tmp_path):
   # horovod@1 releases a 2 MB collective 20 ms into its 50 ms backward
   # pass; tf_default@1 one collective after it (no evidence of sharing).
   validate_sim = scripts.load_script("validate_sim")
-  os.makedirs(tmp_path / "traces")
-  results = {"schedulers": {"horovod@1": _row(0.10), "ddp@1": _row(0.10),
-                            "tf_default@1": _row(0.11)},
-             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
-             "command": "scripts/bench.py --model=vgg_small --workers=2 "
-                        "--batch_size=8 --bandwidth=2gbit",
-             "machine": "made up"}
-  _write_bench_files(tmp_path, results, {})
+  _write_vgg_rows(tmp_path, {"horovod@1": _row(0.10), "ddp@1": _row(0.10),
+                             "tf_default@1": _row(0.11)}, "2gbit")
   ms = 1000.0
   blocks = [bench_records.block(0, 0, 1000 * ms),
             bench_records.block(1, 1000 * ms, 100 * ms)]
@@ -717,15 +718,9 @@ def test_block_overhead_counts_the_updates_still_queued(tmp_path):
   # collectives' ends tell the work per tensor from the fixed part.
   # tf_packed@1's overhead is the same 3 ms plus its model's backlog.
   validate_sim = scripts.load_script("validate_sim")
-  os.makedirs(tmp_path / "traces")
-  results = {"schedulers": {"horovod@1": _row(0.10), "ddp@1": _row(0.10),
-                            "tf_packed@1": _row(0.10)},
-             "compute_s": 0.05, "comm_s": 0.04, "lower_bound_s": 0.05,
-             "command": "scripts/bench.py --model=vgg_small --workers=2 "
-                        "--batch_size=8 --bandwidth=200mbit",
-             "machine": "made up"}
-  _write_bench_files(tmp_path, results,
-                     {"tf_packed@1": ["--bytes_per_pack=1048576"]})
+  _write_vgg_rows(tmp_path, {"horovod@1": _row(0.10), "ddp@1": _row(0.10),
+                             "tf_packed@1": _row(0.10)}, "200mbit",
+                  {"tf_packed@1": ["--bytes_per_pack=1048576"]})
   dag = scripts.load_script("simulate").model_dag("vgg_small", 4, "v100",
                                                  None)
 
