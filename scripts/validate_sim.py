@@ -385,8 +385,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     ran[trace] = (other_plan, other_args, workers)
     first_ready[trace] = row_plans.first_ready_fraction(base_dag, other_plan,
                                                         workers)
-    completes[trace] = update_backlog.completed_tensors(
-        row_plans.issued_tensors(base_dag, other_plan, workers))
+    completes[trace] = row_plans.completed_tensors(base_dag, other_plan,
+                                                   workers)
     blocks = blocks_of.get(trace)
     fastest = min(results["schedulers"][other].get("step_s") or
                   [results["schedulers"][other]["median_s"]])
@@ -523,17 +523,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       per_tensor, fixed = trace_calibration.lad_fit_terms(
           residuals, trace_calibration.UPDATE_SLOPES_S)
       overhead = fixed.get(unroll, statistics.median(fixed.values()))
-    model = dataclasses.replace(model, block_overhead=0.0,
-                                block_startup=startup)
+    model = dataclasses.replace(model, block_startup=startup)
     if per_tensor:
-      # The updates still queued when the model's last collective ends.
-      run = execution.execute(dag, row_cost, plan, model)
-      ends = [e for step in run.collective_end for e in step]
-      if ends:
-        overhead += update_backlog.backlog_s(
-            list(zip(run.collective_end[-1], update_backlog.completed_tensors(
-                row_plans.issued_tensors(dag, plan, model.workers)))),
-            per_tensor, at=max(ends))
+      overhead += row_plans.queued_updates(dag, row_cost, plan, model,
+                                           per_tensor)
     model = dataclasses.replace(model, block_overhead=max(0.0, overhead or 0.0))
     run = execution.execute(dag, row_cost, plan, model)
     predicted = run.step_time

@@ -70,3 +70,27 @@ def test_as_ran_takes_the_row_s_k_credit_and_workers():
       2, 1048576, None, 0.002)
   assert ran.max_collectives == row_plans.DEFAULT_CREDIT_COLLECTIVES
   assert ran.comm_cpu_share == 0.3  # the rest is the model's
+
+
+def test_queued_updates_follow_the_model_s_collective_ends():
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  # Free collectives end with their gradients: t2 at 4 s, t1 at 5, t0 at
+  # 7 (forward 3 s, then backward 1, 1, 2 s).
+  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
+  free = plan_lib.CostModel(0, 0)
+  tensors = plan_lib.make_plan(dag, free, "fifo").tensors
+  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
+                                             [(0, 0, 8)]])
+  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
+                                             (2, 0, 4)]])
+  # The block overhead moves nothing: it is left out.
+  model = execution.ExecutionModel(unroll=1, block_overhead=5.0)
+  assert row_plans.completed_tensors(dag, each, None) == [1, 1, 1]
+  # 1.5 s per update: the queue drains between the ends, the last one's
+  # update is left. 3 s: 3 at 4 s, 2 + 3 at 5 s, 3 + 3 at 7 s.
+  assert row_plans.queued_updates(dag, free, each, model, 1.5) == 1.5
+  assert row_plans.queued_updates(dag, free, each, model, 3.0) == 6.0
+  # One collective of all three: their three updates.
+  assert row_plans.queued_updates(dag, free, one, model, 1.5) == 4.5
+  assert row_plans.model_tail(dag, free, each, model) == 0.0

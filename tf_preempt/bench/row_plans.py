@@ -4,13 +4,15 @@ A row's recorded plan put on the DAG's tensors, or the stand-in the runtime
 or stock TensorFlow would make; the DAG scaled to the measured compute; the
 row's flags as execution-model arguments (credit, --sparse_as_dense); and
 what the runtime issues of a plan (its dense collectives, where the first
-becomes ready, the last one's tensors, what follows the last). Pure
-Python; the planner on first use.
+becomes ready, the tensors each completes, what follows the last and the
+updates still queued then). Pure Python; the planner on first use.
 """
 
 import dataclasses
 import os
 from typing import Any, Dict, List, Optional, Sequence
+
+from tf_preempt.bench import update_backlog
 
 # The runtime's credit on CPUs (tf_preempt.runtime.scheduling).
 DEFAULT_CREDIT_COLLECTIVES = 2
@@ -256,15 +258,41 @@ def first_ready_fraction(dag, plan, workers: Optional[int]
   return float(min(readies) / dag.backward_end())
 
 
-def model_tail(dag, cost, plan, model) -> float:
-  """Seconds the execution model puts after a block's last planned
-  collective: what a trace's block tail holds of the model (the sparse
-  all-gathers follow the dense collectives and are not traced); 0 without
-  them. Simulated without the block overhead."""
+def completed_tensors(dag, plan, workers: Optional[int]) -> List[int]:
+  """Per collective the runtime issues for `plan`, the tensors it
+  completes (`update_backlog.completed_tensors` of `issued_tensors`)."""
+  return update_backlog.completed_tensors(issued_tensors(dag, plan, workers))
+
+
+def _without_overhead(dag, cost, plan, model):
+  """The model's run without the block overhead (which moves no event),
+  and the ends of its planned collectives."""
   # pylint: disable=g-import-not-at-top
   from tf_preempt.plan import execution
   # pylint: enable=g-import-not-at-top
   ex = execution.execute(dag, cost, plan,
                          dataclasses.replace(model, block_overhead=0.0))
-  ends = [e for step in ex.collective_end for e in step]
+  return ex, [e for step in ex.collective_end for e in step]
+
+
+def model_tail(dag, cost, plan, model) -> float:
+  """Seconds the execution model puts after a block's last planned
+  collective: what a trace's block tail holds of the model (the sparse
+  all-gathers follow the dense collectives and are not traced); 0 without
+  them. Simulated without the block overhead."""
+  ex, ends = _without_overhead(dag, cost, plan, model)
   return ex.block_time - max(ends) if ends else 0.0
+
+
+def queued_updates(dag, cost, plan, model, per_tensor_s: float) -> float:
+  """Seconds of update work the execution model leaves queued when a
+  block's last planned collective ends (`update_backlog.backlog_s` over
+  its last step's collectives, `per_tensor_s` per completed tensor); 0
+  without collectives."""
+  ex, ends = _without_overhead(dag, cost, plan, model)
+  if not ends:
+    return 0.0
+  return update_backlog.backlog_s(
+      list(zip(ex.collective_end[-1],
+               completed_tensors(dag, plan, model.workers))),
+      per_tensor_s, at=max(ends))
