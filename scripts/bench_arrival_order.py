@@ -69,7 +69,10 @@ def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
 
   Returns:
     {"task N" or "nobody": {"steps", "from_last_ms": median of last arrival
-    to last end, "skew_ms": median of last arrival less first arrival}}.
+    to last end, "skew_ms": median of last arrival less first arrival}};
+    a task's group also has "gap_ms": median of that task's arrival less
+    its own previous end (what its sleep adds to; the skew can be less,
+    since the tasks' previous ends differ).
 
   Raises:
     ValueError: if the workers disagree on the steps or their late tasks.
@@ -85,13 +88,20 @@ def by_late_task(worker_outputs: Sequence[Mapping[str, Any]],
       continue
     late = step[0][0]
     key = "nobody" if late == arrival_worker.NOBODY else f"task {late}"
-    groups.setdefault(key, []).append(
-        timeline.arrival([s[1] for s in step], [s[2] for s in step]))
-  return {key: {"steps": len(v),
+    figures = timeline.arrival([s[1] for s in step], [s[2] for s in step])
+    if late != arrival_worker.NOBODY and i > 0:
+      figures["gap_s"] = step[late][1] - rows[late][i - 1][2]
+    groups.setdefault(key, []).append(figures)
+  out = {}
+  for key, v in sorted(groups.items()):
+    out[key] = {"steps": len(v),
                 "from_last_ms": statistics.median(
                     a["from_last_s"] for a in v) * 1e3,
                 "skew_ms": statistics.median(a["skew_s"] for a in v) * 1e3}
-          for key, v in sorted(groups.items())}
+    gaps = [a["gap_s"] for a in v if "gap_s" in a]
+    if gaps:
+      out[key]["gap_ms"] = statistics.median(gaps) * 1e3
+  return out
 
 
 def compute_figures(worker_outputs: Sequence[Mapping[str, Any]],
