@@ -72,13 +72,16 @@ the row being predicted:
     collectives in flight is served one at a time in release order
     (`fixed_cpu_fifo`; the CPU part below is measured as exactly that);
   - the arrival-order penalty (--order_penalty; 2 workers on an emulated
-    link): how much longer a stock all-reduce takes when task 0 reaches
-    it last, measured by scripts/bench_arrival_order.py (the newest
-    `probe_inputs.ARRIVAL_ORDER_GLOB` beside the directory), against the seconds of
-    traffic by which a rank's half exceeds the bucket; weighted by the
-    share of blocks task 0 started late (`late_start_share`) in both
-    workers' traces of the other rows of the row's K and kind (fused, or
-    one collective per tensor: `per_tensor_collectives`);
+    link): what a stock all-reduce released alone takes when task 0, or
+    task 1, reaches it last, measured by scripts/bench_arrival_order.py
+    (the newest `probe_inputs.ARRIVAL_ORDER_GLOB` beside the directory;
+    its runs at the directory's link rate, late by at most
+    `probe_inputs.MAX_LATE_MS`) against the seconds of traffic by which a
+    rank's half exceeds the bucket, the two mixed by the share of blocks
+    task 0 started late (`late_start_share`) in both workers' traces of
+    the other rows of the row's K and kind (fused, or one collective per
+    tensor: `per_tensor_collectives`), less the model's own time for the
+    collective alone (`probe_inputs.order_penalty`);
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
     per-block overhead after the barrier (--block_overhead_ms), the
@@ -189,8 +192,9 @@ def define_flags() -> None:
                       "(leave-one-out, per K) or milliseconds.")
   flags.DEFINE_string("forward_share", "traces", "'traces' (leave-one-out), "
                       "'flops' (the FLOPs model's), or a number in (0, 1).")
-  flags.DEFINE_string("order_penalty", "auto", "The penalty of a "
-                      "collective that task 0 reaches last: 'auto' (the "
+  flags.DEFINE_string("order_penalty", "auto", "What a collective "
+                      "released alone takes, by which task reaches it "
+                      "last: 'auto' (the "
                       f"newest {probe_inputs.ARRIVAL_ORDER_GLOB} beside the "
                       "results directory), 'none', or a runs.jsonl of "
                       "scripts/bench_arrival_order.py --json.")
@@ -335,18 +339,20 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         results_dir, results, traces, total_bytes, cost_fallback, link_burst,
         cpu)
   alone = execution.ExecutionModel(cpu=cpu, link_burst=link_burst)
-  # The penalty when task 0 reaches a collective last: measured with two
-  # workers on an emulated link, in seconds of traffic beyond its bucket.
+  # What a collective released alone took with task 0 or task 1 reaching
+  # it last: measured with two workers on the directory's emulated link,
+  # by seconds of traffic beyond its bucket.
   penalty_runs, penalty_source = probe_inputs.order_penalty_runs(
       results_dir, order_penalty, setup["heap"])
-  penalty = probe_inputs.order_penalty_points(penalty_runs)
+  penalty = probe_inputs.arrival_points(penalty_runs, setup["link_rate"])
   if penalty and (setup["workers"] != 2 or not link_burst):
     penalty, penalty_source = (), (
         f"none: measured with 2 workers on an emulated link ("
         f"{penalty_source}), not {setup['workers']} on "
         f"{setup['link_rate'] or 'loopback'}")
   elif penalty_runs and not penalty:
-    penalty_source = f"none: no run of {penalty_source} exceeds its bucket"
+    penalty_source = (f"none: no run of {penalty_source} at "
+                      f"{setup['link_rate']} exceeds its bucket")
   # Task 0's late blocks after the warm-up (bench.py's default warm-up),
   # per two-worker trace.
   late = (probe_inputs.late_starts(
@@ -464,9 +470,14 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       weight = probe_inputs.late_start_share(late, alike, unroll)
       if weight is None:
         weight = probe_inputs.late_start_share(late, others, unroll)
+    row_penalty = () if weight is None else probe_inputs.order_penalty(
+        penalty, weight, row_cost,
+        execution.ExecutionModel(cpu=row_cpu, link_burst=link_burst))
+    if not any(seconds for _, seconds in row_penalty):
+      row_penalty = ()
     model = execution.ExecutionModel(
-        order_penalty=penalty if weight else (),
-        order_penalty_weight=weight or 0.0,
+        order_penalty=row_penalty,
+        order_penalty_weight=1.0 if row_penalty else 0.0,
         unroll=unroll, **row_plans.credit(given), cpu=row_cpu,
         comm_cpu_share=share if share is not None else 1.0,
         workers=None if row_plans.sparse_as_dense(args) else setup["workers"],
@@ -551,6 +562,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "block_overhead_s": overhead,
                      "block_startup_s": startup,
                      "task0_late_share": weight,
+                     "order_penalty": [list(p) for p in row_penalty],
                      "overhead_per_tensor_s": per_tensor,
                      "trace_tail_s": calib["tail_s"],
                      "sparse_tail_s": sparse_tail,
@@ -659,14 +671,18 @@ def format_table(report: Dict[str, Any]) -> str:
       ("none" if cpu is None else
        f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +
       f" ({inputs['cpu_source']}).",
-      "- Penalty of a collective that task 0 reaches last (two workers; "
-      "seconds of traffic by which a rank's half exceeds the bucket -> "
-      "extra seconds, from scripts/bench_arrival_order.py): " +
-      (", ".join(f"{x * 1e3:.1f} -> {y * 1e3:.1f} ms"
-                 for x, y in inputs["order_penalty"]) or "none") +
-      f" ({inputs['order_penalty_source']}); weighted per row by the share "
+      "- A collective released alone with task 0 / task 1 reaching it "
+      "last (two workers, this link rate; seconds of traffic by which a "
+      "rank's half exceeds the bucket -> seconds from the last arrival, "
+      "from scripts/bench_arrival_order.py): " +
+      (", ".join(f"{x * 1e3:.1f} -> {t0 * 1e3:.1f} / {t1 * 1e3:.1f} ms"
+                 for x, _, t0, t1 in inputs["order_penalty"]) or "none") +
+      f" ({inputs['order_penalty_source']}); mixed per row by the share "
       "of blocks task 0 started late in the other rows' traces of its K "
-      "and kind, fused or one collective per tensor (late0).",
+      "and kind, fused or one collective per tensor (late0); the penalty "
+      "(pen, at the largest excess) is what that mix takes beyond the "
+      "model's own time for the collective alone, added to a block's "
+      "first collectives released alone on an idle core.",
       "- Sparse gradients (IndexedSlices; not in the plans or the traces; "
       "all-gathered after each step's dense collectives: the row count, "
       "then rows and indices): " +
@@ -698,9 +714,9 @@ def format_table(report: Dict[str, Any]) -> str:
       "",
       "| row | measured ms | predicted ms | error | planner model ms | "
       "colls | plan | fwd | cpu / alpha ms | share | bytes | ovh ms | "
-      "su ms | late0 | note |",
+      "su ms | late0 | pen ms | note |",
       "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
-      "---|",
+      "---:|---|",
   ]
   for name, r in report["rows"].items():
     err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
@@ -713,6 +729,8 @@ def format_table(report: Dict[str, Any]) -> str:
                    f"{c['bytes_cpu_share']:.2f}")
     late = ("-" if c.get("task0_late_share") is None else
             f"{c['task0_late_share']:.2f}")
+    pen = ("-" if not c.get("order_penalty") else
+           _ms(c["order_penalty"][-1][1]))
     lines.append(
         f"| {name} | {r['measured_s'] * 1e3:.1f} | {_ms(r['predicted_s'])} "
         f"| {err} | {_ms(r.get('planner_model_s'))} | "
@@ -720,7 +738,7 @@ def format_table(report: Dict[str, Any]) -> str:
         f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
         f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
         f"{share} | {bytes_share} | {_ms(c.get('block_overhead_s'))} | "
-        f"{_ms(c.get('block_startup_s'))} | {late} | "
+        f"{_ms(c.get('block_startup_s'))} | {late} | {pen} | "
         f"{r.get('note', '')} |")
   worst = report["max_abs_error"]
   if worst is not None:

@@ -6,33 +6,64 @@ import os
 import pytest
 
 from tf_preempt.bench import probe_inputs
+from tf_preempt.plan import CostModel
+from tf_preempt.plan import execution
 from tf_preempt.testing import bench_records
 
 
-def test_order_penalty_points_from_arrival_order_runs():
+def test_arrival_points_from_arrival_order_runs_at_the_link_rate():
   runs = [
       # A rank's half, 1.63 MB, exceeds 2 Gbit/s's 1 MB bucket by 2.52 ms
-      # of traffic; two runs of that excess are averaged (3.6 and 4.4).
-      bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0),
-      dict(bench_records.arrival_run("2gbit", 3_260_000, 17.7, 13.3),
-           late_ms=16.0),
-      # Fits the bucket: no point. Task 0 faster: a point at 0.
+      # of traffic; two runs of that excess are averaged.
+      bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0, 12.0),
+      bench_records.arrival_run("2gbit", 3_260_000, 17.0, 13.3, 13.0),
+      bench_records.arrival_run("2gbit", 6_520_000, 30.0, 26.0, 25.0),
+      # Fits the bucket: no point.
       bench_records.arrival_run("2gbit", 1_048_576, 3.5, 3.6),
-      bench_records.arrival_run("200mbit", 1_048_576, 42.0, 42.7),
+      # Late longer than a training block's start lags: left out.
+      dict(bench_records.arrival_run("2gbit", 3_260_000, 99.0, 1.0),
+           late_ms=16.0),
+      # Another rate: another link.
+      bench_records.arrival_run("200mbit", 3_260_000, 99.0, 1.0),
       # Not the default link: left out.
-      bench_records.arrival_run("200mbit", 3_260_000, 99.0, 1.0,
+      bench_records.arrival_run("2gbit", 3_260_000, 99.0, 1.0,
                                 burst_bytes=4_000_000),
-      bench_records.arrival_run("200mbit", 3_260_000, 99.0, 1.0,
+      bench_records.arrival_run("2gbit", 3_260_000, 99.0, 1.0,
                                 reverse_namespaces=True),
-      bench_records.arrival_run(None, 3_260_000, 8.4, 7.4),
       {"bandwidth": "2gbit", "nbytes": 3_260_000, "by_late_task": {}},
       # The late task computed instead of sleeping: another condition.
       dict(bench_records.arrival_run("2gbit", 3_260_000, 99.0, 1.0),
            late_by="compute"),
   ]
-  assert probe_inputs.order_penalty_points(runs) == (
-      (pytest.approx(2.52e-3), pytest.approx(4.0e-3)),
-      (pytest.approx((524_288 - 100_000) / 25e6), 0.0))
+  assert probe_inputs.arrival_points(runs, "2gbit") == (
+      (pytest.approx(2.52e-3), 3_260_000, pytest.approx(16.8e-3),
+       pytest.approx(12.5e-3)),
+      (pytest.approx(2.52e-3 + 6.52e-3), 6_520_000, pytest.approx(30e-3),
+       pytest.approx(25e-3)))
+  assert probe_inputs.arrival_points(runs, "200mbit") == (
+      (pytest.approx((1_630_000 - 100_000) / 25e6), 3_260_000,
+       pytest.approx(99e-3), pytest.approx(1e-3)),)
+  assert probe_inputs.arrival_points(runs, None) == ()
+
+
+def test_order_penalty_mixes_the_late_tasks_beyond_the_lone_collective():
+  # 2 Gbit/s: 4 ns/B, a 4 ms bucket; 3.26 MB alone in the model takes
+  # 1 ms + max(0.5 * 13.04, 13.04 - 4) ms = 10.04 ms.
+  cost = CostModel(1e-3, 4e-9)
+  model = execution.ExecutionModel(cpu=CostModel(1e-3, 2e-9),
+                                    link_burst=4e-3)
+  lone = 1e-3 + 13.04e-3 - 4e-3
+  assert execution.lone_seconds(cost, 3_260_000, model) == pytest.approx(
+      lone)
+  points = ((2.52e-3, 3_260_000, 16e-3, 12e-3),
+            (9e-3, 6_520_000, 20e-3, 20e-3))
+  penalty = probe_inputs.order_penalty(points, 0.25, cost, model)
+  assert penalty == (
+      (2.52e-3, pytest.approx(0.25 * 16e-3 + 0.75 * 12e-3 - lone)),
+      # The model alone is slower than the probe: no penalty.
+      (9e-3, 0.0))
+  assert probe_inputs.order_penalty(points, 1.0, cost, model)[0][1] == (
+      pytest.approx(16e-3 - lone))
 
 
 def _write(path, text):

@@ -20,6 +20,7 @@ from tf_preempt.plan import synthetic
 from tf_preempt.plan.execution import ExecutionModel
 from tf_preempt.plan.execution import exchange_tail
 from tf_preempt.plan.execution import execute
+from tf_preempt.plan.execution import lone_seconds
 from tf_preempt.plan.execution import order_penalty_seconds
 from tf_preempt.plan.execution import repeated_seconds
 
@@ -522,6 +523,26 @@ def test_repeated_seconds_is_the_execution_in_steady_state(cpu, burst):
   assert repeated_seconds(cost, 1 << 20) == cost.seconds(1 << 20)
 
 
+@pytest.mark.parametrize("cpu", [None, CostModel(1e-3, 4e-9),
+                                 CostModel(1e-3, 8e-8)])
+@pytest.mark.parametrize("burst", [0.0, 4e-3, 1e-3])
+def test_lone_seconds_is_the_execution_of_one_collective(cpu, burst):
+  # The first of the back-to-back repeats: released on an idle core and
+  # an idle link, its bucket full.
+  cost = CostModel(2e-3, 4e-8)
+  model = ExecutionModel(cpu=cpu, link_burst=burst)
+  for nbytes in (256, 8192, 49152, 131072, 524288, 4 << 20):
+    assert lone_seconds(cost, nbytes, model) == pytest.approx(
+        _back_to_back(cost, nbytes, model, repeats=1), rel=1e-9,
+        abs=1e-12), nbytes
+  # With a full bucket a large collective is faster alone than repeated
+  # (whose fixed cost refills only part of the bucket).
+  if burst > cost.alpha and (cpu is None or cpu.beta < cost.beta):
+    assert lone_seconds(cost, 4 << 20, model) < repeated_seconds(
+        cost, 4 << 20, model)
+  assert lone_seconds(cost, 1 << 20) == cost.seconds(1 << 20)
+
+
 def test_repeated_seconds_hides_the_fixed_cost_behind_a_bucket():
   # The shape of the 200 Mbit/s samples: sizes whose bytes fit in what
   # the fixed cost refills take alpha (plus their CPU time); larger ones
@@ -647,5 +668,5 @@ def test_bad_order_penalty_is_rejected(kwargs):
 def test_order_penalty_is_described():
   text = ExecutionModel(unroll=1, order_penalty=_PENALTY,
                         order_penalty_weight=0.25).describe()
-  assert "task-0-late penalty x 0.25" in text
+  assert "arrival-order penalty x 0.25" in text
   assert "penalty" not in ExecutionModel(unroll=1).describe()

@@ -590,7 +590,9 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
       "schedulers": {"tf_default@1": _row(0.30), "horovod@1": _row(0.28),
                      "priority@1": _row(0.40),
                      "pace@2": dict(_row(0.22), unroll=2)},
-      "compute_s": 0.12, "comm_s": 0.15, "lower_bound_s": 0.15,
+      # The gradient (3.26 MB) alone: 1.8 ms + 14.2 ms of bytes at
+      # 2 Gbit/s, CPU-bound (the CPU cost is the link's own).
+      "compute_s": 0.12, "comm_s": 0.016, "lower_bound_s": 0.15,
       "command": "scripts/bench.py --model=vgg_small --workers=2 "
                  "--batch_size=8 --bandwidth=2gbit --warmup_steps=4",
       "machine": "made up"}))
@@ -602,36 +604,51 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
   _skewed_traces(bench, "priority_k1", {4: 0, 5: 200, 6: 0, 7: 0})
   os.makedirs(tmp_path / "2026-12-03-arrival-order")
   (tmp_path / "2026-12-03-arrival-order" / "runs.jsonl").write_text(
-      json.dumps(bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0))
-      + "\n")
+      json.dumps(bench_records.arrival_run("2gbit", 3_260_000, 20.0, 17.0))
+      + "\n" + json.dumps(bench_records.arrival_run("200mbit", 3_260_000,
+                                                   99.0, 99.0)) + "\n")
   with_penalty = validate_sim.validate(str(bench))
   without = validate_sim.validate(str(bench), order_penalty="none")
   inputs = with_penalty["inputs"]
   assert inputs["order_penalty_source"] == (
       "2026-12-03-arrival-order/runs.jsonl")
-  assert inputs["order_penalty"] == [[pytest.approx(2.52e-3),
-                                      pytest.approx(3.6e-3)]]
+  # The 2 Gbit/s run only (the directory's rate): excess, bytes, from the
+  # last arrival with task 0 late, with task 1 late.
+  assert inputs["order_penalty"] == [[pytest.approx(2.52e-3), 3_260_000,
+                                      pytest.approx(20e-3),
+                                      pytest.approx(17e-3)]]
   assert without["inputs"]["order_penalty"] == []
   rows, base = with_penalty["rows"], without["rows"]
   # tf_default@1 learns the share from horovod@1 (the other K=1 row that
   # fuses tensors; priority@1's are not alike), pace@2 too (no other K=2
   # row); priority@1 from the others, none of its kind: horovod@1's.
-  # tf_default@1's one all-reduce of every gradient
-  # after the backward pass (a rank's half far beyond the bucket at this
-  # cost: the last point) is on the critical path.
   assert rows["tf_default@1"]["calibration"]["task0_late_share"] == 0.75
   assert rows["pace@2"]["calibration"]["task0_late_share"] == 0.75
   assert rows["priority@1"]["calibration"]["task0_late_share"] == 0.75
+  assert rows["horovod@1"]["calibration"]["task0_late_share"] == 0
+  # The penalty: the probe's mix less the model's collective alone, its
+  # bytes CPU-bound here (the whole core at the rate: alpha + beta * b).
+  cost = inputs["cost_model"]
+  lone = cost["alpha"] + cost["beta"] * 3_260_000
+  for name, share in (("tf_default@1", 0.75), ("horovod@1", 0.0)):
+    assert rows[name]["calibration"]["order_penalty"] == [[
+        pytest.approx(2.52e-3),
+        pytest.approx(share * 20e-3 + (1 - share) * 17e-3 - lone)]]
+  # tf_default@1's one all-reduce of every gradient after the backward
+  # pass (a rank's half beyond the bucket by more than the point's excess:
+  # the penalty is flat there) is on the critical path.
   assert (rows["tf_default@1"]["predicted_s"] -
           base["tf_default@1"]["predicted_s"]) == pytest.approx(
-              0.75 * 3.6e-3, rel=1e-6)
-  assert "task-0-late penalty x 0.75" in rows["tf_default@1"]["model"]
-  # horovod@1 learns from priority@1 (no other fused row): never late.
-  assert rows["horovod@1"]["calibration"]["task0_late_share"] == 0
+              0.75 * 20e-3 + 0.25 * 17e-3 - lone, rel=1e-6)
+  assert "arrival-order penalty x 1.00" in rows["tf_default@1"]["model"]
+  # horovod@1's first fused collective is released while the backward
+  # pass computes, the second while the first is in flight: neither
+  # alone, no penalty.
   assert (rows["horovod@1"]["predicted_s"] ==
           base["horovod@1"]["predicted_s"])
-  assert "3.6 ms (2026-12-03-arrival-order" in validate_sim.format_table(
-      with_penalty)
+  table = validate_sim.format_table(with_penalty)
+  assert "2.5 -> 20.0 / 17.0 ms (2026-12-03-arrival-order" in table
+  assert "| 0.75 | 3.2 |" in table
   with pytest.raises(ValueError, match="no such file"):
     validate_sim.validate(str(bench), order_penalty=str(tmp_path / "nope"))
 

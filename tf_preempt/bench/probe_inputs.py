@@ -1,8 +1,9 @@
 """What the probes beside a results directory measured, as model inputs.
 
-The penalty of a collective that task 0 reaches last
-(`scripts/bench_arrival_order.py`), weighted by how often task 0 started a
-block late in the traces, and the CPU cost of a collective on the compute
+The penalty of a collective released alone (what
+`scripts/bench_arrival_order.py` measured it to take with task 0 or task 1
+reaching it last, mixed by how often task 0 started a block late in the
+traces, beyond the model's own time for it), and the CPU cost of a collective on the compute
 core (`scripts/bench_contention.py`, else a collective's cost alone on a
 CPU-bound link): `ExecutionModel`'s `order_penalty` and `cpu`. Pure
 Python; the planner, netem and the timeline on first use.
@@ -28,25 +29,31 @@ from tf_preempt.bench import results_files
 ARRIVAL_ORDER_GLOB = "*arrival-order*/runs.jsonl"
 # Where `--cpu_cost=auto` looks first: scripts/bench_contention.py --out.
 CONTENTION_GLOB = "*contention*/cpu_cost.json"
+# A training block's start lags its peer's by 1.5-3 ms in the traces; a
+# probe's longer sleep finds the peer's collective further on (and, in
+# heap mode "tensorflow", a slower one).
+MAX_LATE_MS = 4.0
 # Links at least this fast make the gRPC ring CPU-bound on this testbed.
 CPU_BOUND_BITS_PER_S = 1e9
 
 
-def order_penalty_points(runs: Sequence[Dict[str, Any]]
-                         ) -> Tuple[Tuple[float, float], ...]:
-  """`ExecutionModel.order_penalty` from scripts/bench_arrival_order.py.
+def arrival_points(runs: Sequence[Dict[str, Any]], link_rate: Optional[str]
+                   ) -> Tuple[Tuple[float, float, float, float], ...]:
+  """What a collective released alone took, by which task reached it last.
+
+  From scripts/bench_arrival_order.py (two workers). A run on an emulated
+  link of rate `link_rate` with the default token bucket and namespaces,
+  whose late task slept (`--late_by=sleep`, the default; runs from before
+  the flag have no "late_by") at most `MAX_LATE_MS`, gives a point: the
+  excess of a rank's half of the bytes over the bucket, in seconds of
+  traffic at the rate, the bytes, and the seconds from the last arrival to
+  the collective's end when task 0 was late and when task 1 was. Points of
+  one excess are averaged.
 
   Args:
-    runs: its `--json` lines (two workers). A run on an emulated link with
-      the default token bucket and namespaces gives a point: the excess of
-      a rank's half of the bytes over the bucket, in seconds of traffic at
-      the link's rate, and how much longer the collective took from the
-      last arrival when task 0 was late than when nobody was (at least 0).
-      Points of one excess (runs of several `late_ms`) are averaged. Only
-      runs whose late task slept (`--late_by=sleep`, the default; runs
-      from before the flag have no "late_by"): the model applies the
-      penalty as that probe measured it, the late task idle; a late task
-      that computes 1-2 ms longer costs nothing there.
+    runs: its `--json` lines.
+    link_rate: the link rate of the directory being modelled (a netem rate
+      such as "2gbit"); a probe at another rate measures another link.
 
   Returns:
     The points of positive excess, sorted.
@@ -57,18 +64,50 @@ def order_penalty_points(runs: Sequence[Dict[str, Any]]
     rate = run.get("bandwidth")
     groups = run.get("by_late_task") or {}
     burst = emulated_link.link_burst_bytes(rate)
-    if (burst is None or run.get("burst_bytes") is not None or
+    if (burst is None or rate != link_rate or
+        run.get("burst_bytes") is not None or
         run.get("reverse_namespaces") or
         run.get("late_by", "sleep") != "sleep" or
-        not {"task 0", "nobody"} <= set(groups)):
+        run.get("late_ms", 0.0) > MAX_LATE_MS or
+        not {"task 0", "task 1"} <= set(groups)):
       continue
     excess = (run["nbytes"] / 2 - burst) / (netem.parse_rate(rate) / 8)
     if excess <= 0:
       continue
-    penalty = (groups["task 0"]["from_last_ms"] -
-               groups["nobody"]["from_last_ms"]) * 1e-3
-    by_excess.setdefault(round(excess, 9), []).append(max(0.0, penalty))
-  return tuple((x, statistics.fmean(v)) for x, v in sorted(by_excess.items()))
+    by_excess.setdefault(round(excess, 9), []).append(
+        (run["nbytes"], groups["task 0"]["from_last_ms"] * 1e-3,
+         groups["task 1"]["from_last_ms"] * 1e-3))
+  return tuple((x,) + tuple(statistics.fmean(column) for column in zip(*v))
+               for x, v in sorted(by_excess.items()))
+
+
+def order_penalty(points: Sequence[Tuple[float, float, float, float]],
+                  task0_late_share: float, cost: Any, model: Any
+                  ) -> Tuple[Tuple[float, float], ...]:
+  """`ExecutionModel.order_penalty` (at weight 1) from `arrival_points`.
+
+  A block's first collective released alone on an idle core takes, from
+  the last arrival, what the probe measured with the workers arriving in
+  the order of the blocks' starts: task 0 late with probability
+  `task0_late_share`, else task 1 (either way the peer waits in the
+  collective). The penalty is how much longer that is than the model's
+  own time for a collective alone (`execution.lone_seconds`), at least 0.
+
+  Args:
+    points: `arrival_points`.
+    task0_late_share: the share of blocks task 0 started late, in [0, 1].
+    cost: the row's `CostModel`.
+    model: the row's `ExecutionModel` (its `cpu` and `link_burst`).
+
+  Returns:
+    Points (excess, seconds), sorted as `points`.
+  """
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  w = task0_late_share
+  return tuple(
+      (x, max(0.0, w * task0_s + (1 - w) * task1_s -
+              execution.lone_seconds(cost, nbytes, model)))
+      for x, nbytes, task0_s, task1_s in points)
 
 
 def _read_runs(path: str) -> List[Dict[str, Any]]:

@@ -81,11 +81,12 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   nothing while a rank's half of the bytes fits the link's token bucket
   and a few milliseconds beyond it. Task 0 is the late one at the start
   of a block more often than not (stock Keras reduces the logs after each
-  block, which leaves task 0 behind; how is not traced). The model adds
-  the measured penalty, as a function of the seconds of traffic by which
-  a rank's half exceeds the bucket (`order_penalty`, interpolated
-  linearly from 0 at 0), times the probability that task 0 starts the
-  block late (`order_penalty_weight`), to the fixed cost of each
+  block, which leaves task 0 behind; how is not traced). Either way the
+  probe's collective, released alone, takes longer than one timed back to
+  back (what `alpha` and `beta` are fitted to). The model adds a penalty
+  (`order_penalty`: seconds, interpolated linearly from 0 at 0, as a
+  function of the seconds of traffic by which a rank's half exceeds the
+  bucket; times `order_penalty_weight`) to the fixed cost of each
   collective of a block's first step that is released with nothing else
   in flight and no compute running (as the probe measured it; the traces
   show no penalty on collectives released during the backward pass) as
@@ -167,11 +168,12 @@ class ExecutionModel:
     order_penalty: points (excess, seconds), excess > 0 in seconds of
       traffic at the link's rate by which a rank's half of a collective's
       bytes (two workers: `beta * bytes / 2`) exceeds `link_burst`,
-      seconds the collective takes longer when task 0 reaches it last;
+      seconds a collective released alone at a block's start takes
+      beyond the model's own time for it (`lone_seconds`), given how the
+      workers reach it (`tf_preempt.bench.probe_inputs.order_penalty`);
       interpolated linearly from (0, 0), flat beyond the last point
       (module doc). Empty: no penalty. Needs `unroll`.
-    order_penalty_weight: the probability, in [0, 1], that task 0 starts
-      a block late, by which the penalty is weighted.
+    order_penalty_weight: in [0, 1], by which the penalty is weighted.
     latency_behind_bytes: a collective's latency (the round trips of its
       fixed cost after its CPU part) starts only once no earlier
       collective's bytes are queued for or on the link: its messages
@@ -280,8 +282,8 @@ class ExecutionModel:
     if self.latency_behind_bytes:
       parts.append("a collective's latency waits for the bytes ahead of it")
     if self.order_penalty and self.order_penalty_weight:
-      parts.append(f"task-0-late penalty x {self.order_penalty_weight:.2f} "
-                   "on a block's first collectives released alone on an "
+      parts.append(f"arrival-order penalty x {self.order_penalty_weight:.2f}"
+                   " on a block's first collectives released alone on an "
                    "idle core")
     return "; ".join(parts)
 
@@ -436,9 +438,7 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
             if model.workers is not None else [])
   colls: List[_Collective] = []
   by_producer = {}  # (step, op) -> collectives waiting for it
-  f_bytes = 0.0
-  if cpu is not None and cost.beta > 0:
-    f_bytes = min(1.0, cpu.beta / cost.beta)
+  f_bytes = _bytes_core_share(cost, model)
   cpu_fixed = 0.0 if cpu is None else min(cpu.alpha, cost.alpha)
 
   def add(coll, tensors):
@@ -746,12 +746,40 @@ def repeated_seconds(cost: cost_lib.CostModel, nbytes: float,
   """
   model = model or ExecutionModel()
   b = cost.beta * nbytes
-  f = 0.0
-  if model.cpu is not None and cost.beta > 0:
-    f = min(1.0, model.cpu.beta / cost.beta)
+  f = _bytes_core_share(cost, model)
   burst = model.link_burst
   tokens = burst if b * (1.0 - f) <= cost.alpha else min(burst, cost.alpha)
   return cost.alpha + max(f * b, b - tokens)
+
+
+def lone_seconds(cost: cost_lib.CostModel, nbytes: float,
+                 model: Optional[ExecutionModel] = None) -> float:
+  """Seconds of one all-reduce of `nbytes` released alone on an idle core.
+
+  As `execute` runs it after an idle link (a full bucket): the fixed cost
+  `alpha`, then the bytes as in `repeated_seconds` with all of
+  `model.link_burst`'s tokens: `alpha + max(f * b, b - link_burst)`.
+
+  Args:
+    cost: the collective's cost model (alpha, beta at the link's rate).
+    nbytes: its bytes.
+    model: `cpu` and `link_burst` are used; None: neither.
+
+  Returns:
+    The seconds.
+  """
+  model = model or ExecutionModel()
+  b = cost.beta * nbytes
+  f = _bytes_core_share(cost, model)
+  return cost.alpha + max(f * b, b - model.link_burst)
+
+
+def _bytes_core_share(cost: cost_lib.CostModel, model: ExecutionModel
+                      ) -> float:
+  """The core share a collective's bytes need at the link's rate."""
+  if model.cpu is not None and cost.beta > 0:
+    return min(1.0, model.cpu.beta / cost.beta)
+  return 0.0
 
 
 def exchange_tail(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,

@@ -29,13 +29,16 @@ def trace(blocks, collectives):
                                  "global_batch_size": 8}}}
 
 
-def arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, **extra):
-  """One line of scripts/bench_arrival_order.py --json."""
+def arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, task1_ms=None,
+                **extra):
+  """One line of scripts/bench_arrival_order.py --json (task 1 late as
+  nobody unless `task1_ms`)."""
   return dict({"bandwidth": bandwidth, "nbytes": nbytes, "late_ms": 4.0,
                "by_late_task": {
                    "nobody": {"steps": 29, "from_last_ms": nobody_ms},
                    "task 0": {"steps": 21, "from_last_ms": task0_ms},
-                   "task 1": {"steps": 20, "from_last_ms": nobody_ms}}},
+                   "task 1": {"steps": 20, "from_last_ms": (
+                       nobody_ms if task1_ms is None else task1_ms)}}},
               **extra)
 
 
