@@ -105,7 +105,13 @@ the row being predicted:
     update, the fused buffer's unpacking and the optimizer, follows the
     collective that completes it, one at a time on the core; seconds per
     tensor: `update_backlog`), by least absolute deviations
-    (`lad_fit_terms`); the start-up (per K) and the forward share
+    (`lad_fit_terms`). With both workers' traces, each tail is taken
+    less the next block's start lag of task 0 (worker 0's tail is longer
+    than worker 1's by it) and the row gets the mean lag of the other
+    rows' blocks of its K and kind instead (`start_lags`,
+    `expected_lag`): the lag goes with the kind of row (1.5-3 ms in the
+    fused rows, about 0 in chains of one collective per tensor), not
+    with its last collective's tensors. The start-up (per K) and the forward share
     are fitted the same way to the other rows' block heads (a block's
     start to its first ready gradient), knowing where in the backward
     pass each row's first collective becomes ready (`fit_block_head`,
@@ -355,10 +361,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                       f"{setup['link_rate']} exceeds its bucket")
   # Task 0's late blocks after the warm-up (bench.py's default warm-up),
   # per two-worker trace.
-  late = (probe_inputs.late_starts(
-      results_dir, traces,
-      int(results_files.command_flag(results, "warmup_steps", "8")))
+  warmup = int(results_files.command_flag(results, "warmup_steps", "8"))
+  late = (probe_inputs.late_starts(results_dir, traces, warmup)
           if penalty else {})
+  # How much later than task 1 task 0 started each block: its tail is
+  # longer by the next block's lag.
+  lags = probe_inputs.start_lags(results_dir, traces)
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
@@ -460,13 +468,16 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       if cpu_part > 0 and busy > 0:
         share = min(1.0, cpu_part / busy)
     weight = None
+    # Task 0's late starts depend on how the plan ends a block: chains
+    # of one collective per tensor keep the workers together.
+    others = set(row_of_trace) - {results_files.trace_name(name)} - disturbed
+    kind = row_plans.per_tensor_collectives(dag, plan)
+    alike = {t for t in others
+             if row_plans.per_tensor_collectives(dag, ran[t][0]) == kind}
+    lag = probe_inputs.expected_lag(lags, alike, unroll, warmup)
+    if lag is None:
+      lag = probe_inputs.expected_lag(lags, others, unroll, warmup)
     if penalty:
-      # Task 0's late starts depend on how the plan ends a block: chains
-      # of one collective per tensor keep the workers together.
-      others = set(row_of_trace) - {results_files.trace_name(name)} - disturbed
-      kind = row_plans.per_tensor_collectives(dag, plan)
-      alike = {t for t in others
-               if row_plans.per_tensor_collectives(dag, ran[t][0]) == kind}
       weight = probe_inputs.late_start_share(late, alike, unroll)
       if weight is None:
         weight = probe_inputs.late_start_share(late, others, unroll)
@@ -524,12 +535,22 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
               dag, row_cost, other_plan, row_plans.as_ran(
                   model, split_name(other)[1], other_args, workers))
         model_tails.append(tail)
-        residuals += [
-            (results_files.trace_unroll(other_trace),
-             lambda a, e=update_backlog.traced_ends(
-                 ends, completes.get(other_trace, [])):
-             update_backlog.backlog_s(e, a), t - tail)
-            for t, ends in zip(tails, calib["last_steps"][other_trace])]
+        k = results_files.trace_unroll(other_trace)
+        for t, ends, batch in zip(tails, calib["last_steps"][other_trace],
+                                  calib["batches"][other_trace]):
+          if lags:
+            # Worker 0's tail is longer than worker 1's by the next
+            # block's lag (the collectives end together): that lag
+            # depends on the kind of row, not on its last collective's
+            # tensors, and is added back per row (`expected_lag`).
+            next_lag = lags.get(other_trace, {}).get(batch + k)
+            if next_lag is None:
+              continue
+            t -= next_lag
+          residuals.append(
+              (k, lambda a, e=update_backlog.traced_ends(
+                  ends, completes.get(other_trace, [])):
+               update_backlog.backlog_s(e, a), t - tail))
       sparse_tail = statistics.median(model_tails)
       per_tensor, fixed = trace_calibration.lad_fit_terms(
           residuals, trace_calibration.UPDATE_SLOPES_S)
@@ -538,6 +559,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     if per_tensor:
       overhead += row_plans.queued_updates(dag, row_cost, plan, model,
                                            per_tensor)
+    if overhead is not None and overhead_given is None and lag:
+      # The tails were fitted without task 0's lag: this row's expected.
+      overhead += lag
     model = dataclasses.replace(model, block_overhead=max(0.0, overhead or 0.0))
     run = execution.execute(dag, row_cost, plan, model)
     predicted = run.step_time
@@ -562,6 +586,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "block_overhead_s": overhead,
                      "block_startup_s": startup,
                      "task0_late_share": weight,
+                     "task0_expected_lag_s": lag,
                      "order_penalty": [list(p) for p in row_penalty],
                      "order_penalty_whole_s": (
                          execution.order_penalty_seconds(
@@ -709,7 +734,8 @@ def format_table(report: Dict[str, Any]) -> str:
       "(ovh: a block's end less its last traced collective's end, less "
       "the modelled sparse all-gathers that follow that collective; a part "
       "per K and the tensor updates still queued when the row's last "
-      "collective ends) and the "
+      "collective ends, fitted less task 0's start lag of the next block, "
+      "plus the mean lag of the rows of its K and kind) and the "
       "block's start-up before its first op (su, per K). colls: the "
       "plan's collectives the runtime issues.",
       "- Traces of disturbed runs (more than 10% slower than their row's "

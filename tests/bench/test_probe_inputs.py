@@ -108,3 +108,43 @@ def test_auto_finds_no_probe_of_another_heap_mode(tmp_path):
   runs, source = probe_inputs.order_penalty_runs(str(results_dir), "auto",
                                                  "keep")
   assert runs == [] and "heap mode keep" in source
+
+
+def test_late_starts_and_expected_lag_from_two_workers_traces(tmp_path):
+  traces_dir = tmp_path / "traces"
+  traces_dir.mkdir()
+  # K=1: task 0 starts batches 4, 5 and 7 late (> 1 ms); 3 is warm-up.
+  bench_records.skewed_trace_pair(
+      traces_dir, "horovod_k1", {3: 9000, 4: 3000, 5: 2000, 6: 500, 7: 1500})
+  # K=2 ("batch" is a block's last step): the block of steps 2-3 is
+  # warm-up; of 4-5 and 6-7 task 0 starts one late.
+  bench_records.skewed_trace_pair(traces_dir, "ddp_k2",
+                                  {3: 9000, 5: 40_000, 7: 0})
+  # Worker 0's trace alone: no pair.
+  bench_records.skewed_trace_pair(traces_dir, "priority_k1", {4: 0})
+  (traces_dir / "priority_k1.worker-1.json").unlink()
+  traces = {p.name: json.loads(p.read_text())
+            for p in traces_dir.glob("*.worker-0.json")}
+  assert probe_inputs.late_starts(str(tmp_path), traces, 4) == {
+      "horovod_k1.worker-0.json": (1, 3, 4),
+      "ddp_k2.worker-0.json": (2, 1, 2)}
+  lags = probe_inputs.start_lags(str(tmp_path), traces)
+  assert lags == {
+      "horovod_k1.worker-0.json": {
+          3: pytest.approx(9e-3), 4: pytest.approx(3e-3),
+          5: pytest.approx(2e-3), 6: pytest.approx(0.5e-3),
+          7: pytest.approx(1.5e-3)},
+      "ddp_k2.worker-0.json": {3: pytest.approx(9e-3), 5: 0.04, 7: 0.0}}
+  # The mean over the timed blocks (3 is warm-up), small lags too.
+  assert probe_inputs.expected_lag(
+      lags, ["horovod_k1.worker-0.json", "ddp_k2.worker-0.json"], 1,
+      4) == pytest.approx((3 + 2 + 0.5 + 1.5) / 4 * 1e-3)
+  # A 40 ms lag in one of two blocks counts as what it is.
+  assert probe_inputs.expected_lag(
+      lags, ["horovod_k1.worker-0.json", "ddp_k2.worker-0.json"], 2,
+      4) == pytest.approx(0.5 * 0.04)
+  # No trace of K=4: those of any K.
+  assert probe_inputs.expected_lag(
+      lags, ["ddp_k2.worker-0.json"], 4, 4) == pytest.approx(0.02)
+  assert probe_inputs.expected_lag(
+      lags, ["priority_k1.worker-0.json"], 1, 4) is None

@@ -45,6 +45,11 @@ def test_blocks_measure_head_tail_and_small_collectives():
   assert block["small_s"] == pytest.approx([0.010])
   assert block["interval_s"] == pytest.approx([0.0015])
   assert block["block_s"] == pytest.approx(0.100)
+  # The block's "batch" (Keras's index of its last step), if traced.
+  assert block["batch"] is None
+  trace["traceEvents"][1] = dict(trace["traceEvents"][1],
+                                 args={"batch": 7})
+  assert trace_calibration.trace_blocks(trace)[0]["batch"] == 7
   # A trace without the runtime's records gives nothing, not an error.
   assert trace_calibration.trace_blocks({"traceEvents": colls}) == []
 

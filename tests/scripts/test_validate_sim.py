@@ -566,22 +566,6 @@ def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
   assert "from_disturbed_traces" not in ddp["calibration"]
 
 
-def _skewed_traces(path, stem, late_us_by_batch):
-  """Worker 0's and 1's traces of row `stem`: one block per batch, worker
-  0 starting it late_us_by_batch[batch] after worker 1; one collective."""
-  for task in (0, 1):
-    events = []
-    for i, (batch, late_us) in enumerate(sorted(late_us_by_batch.items())):
-      start = i * 100_000.0 + (late_us if task == 0 else 0.0)
-      events.append({"name": f"block {batch}", "cat": "compute", "ph": "X",
-                     "ts": start, "dur": 90_000.0, "args": {"batch": batch}})
-      events.append(bench_records.collective(
-          batch, 0, 1 << 20, start + 50_000, start + 50_000, 30_000.0))
-    trace = bench_records.trace(events, [])
-    (path / "traces" / f"{stem}.worker-{task}.json").write_text(
-        json.dumps(trace))
-
-
 def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
   validate_sim = scripts.load_script("validate_sim")
   bench = tmp_path / "bench"
@@ -598,10 +582,12 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
       "machine": "made up"}))
   # horovod@1: task 0 starts 3 of the 4 timed blocks (batch >= 4) more
   # than 1 ms late; the warm-up block (batch 3) does not count.
-  _skewed_traces(bench, "horovod_k1", {3: 5000, 4: 3000, 5: 2000, 6: 500,
-                                       7: 1500})
+  bench_records.skewed_trace_pair(
+      bench / "traces", "horovod_k1",
+      {3: 5000, 4: 3000, 5: 2000, 6: 500, 7: 1500})
   # priority@1 (one collective per tensor) keeps the workers together.
-  _skewed_traces(bench, "priority_k1", {4: 0, 5: 200, 6: 0, 7: 0})
+  bench_records.skewed_trace_pair(bench / "traces", "priority_k1",
+                                  {4: 0, 5: 200, 6: 0, 7: 0})
   os.makedirs(tmp_path / "2026-12-03-arrival-order")
   (tmp_path / "2026-12-03-arrival-order" / "runs.jsonl").write_text(
       json.dumps(bench_records.arrival_run("2gbit", 3_260_000, 20.0, 17.0))
@@ -641,6 +627,15 @@ def test_validate_weights_the_order_penalty_by_late_blocks(tmp_path):
           base["tf_default@1"]["predicted_s"]) == pytest.approx(
               0.75 * 20e-3 + 0.25 * 17e-3 - lone, rel=1e-6)
   assert "arrival-order penalty x 1.00" in rows["tf_default@1"]["model"]
+  # Task 0's mean start lag in the timed blocks of the rows alike (K=1,
+  # fused: horovod@1's 3, 2, 0.5 and 1.5 ms) is part of tf_default@1's
+  # block overhead; horovod@1 has none alike but its own: priority@1's
+  # (0.2 ms in one of 4 blocks).
+  tf_default = rows["tf_default@1"]["calibration"]
+  assert tf_default["task0_expected_lag_s"] == pytest.approx(1.75e-3)
+  assert tf_default["block_overhead_s"] >= 1.75e-3
+  assert rows["horovod@1"]["calibration"][
+      "task0_expected_lag_s"] == pytest.approx(0.05e-3)
   # horovod@1's first fused collective is released while the backward
   # pass computes, the second while the first is in flight: neither
   # alone, no penalty.

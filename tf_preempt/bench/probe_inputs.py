@@ -3,7 +3,8 @@
 The penalty of a collective released alone (what
 `scripts/bench_arrival_order.py` measured it to take with task 0 or task 1
 reaching it last, mixed by how often task 0 started a block late in the
-traces, beyond the model's own time for it), and the CPU cost of a collective on the compute
+traces, beyond the model's own time for it), task 0's start lags in the
+two workers' traces, and the CPU cost of a collective on the compute
 core (`scripts/bench_contention.py`, else a collective's cost alone on a
 CPU-bound link): `ExecutionModel`'s `order_penalty` and `cpu`. Pure
 Python; the planner, netem and the timeline on first use.
@@ -146,17 +147,9 @@ def order_penalty_runs(results_dir: str, source: str,
       source, os.path.dirname(os.path.abspath(results_dir)))
 
 
-def late_starts(results_dir: str, traces: Dict[str, Dict[str, Any]],
-                first_step: int) -> Dict[str, Tuple[int, int, int]]:
-  """Per two-worker trace pair: (K, blocks task 0 started late
-  (`timeline.LATE_START_S` after task 1), blocks), from `first_step` on.
-
-  Args:
-    results_dir: the results directory (worker 1's traces are read here).
-    traces: worker 0's traces by file name
-      (`results_files.worker0_traces`).
-    first_step: the warm-up left out.
-  """
+def _two_worker_blocks(results_dir: str, traces: Dict[str, Dict[str, Any]],
+                       first_step: int) -> Dict[str, Tuple[int, List[Any]]]:
+  """Per two-worker trace pair: (K, `timeline.block_skews`)."""
   from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
   out = {}
   for name, trace in sorted(traces.items()):
@@ -170,8 +163,53 @@ def late_starts(results_dir: str, traces: Dict[str, Dict[str, Any]],
     blocks = timeline.block_skews([trace, peer], first_step=first_step,
                                   unroll=k)
     if blocks:
-      out[name] = (k, timeline.late_start_counts(blocks)[0], len(blocks))
+      out[name] = (k, blocks)
   return out
+
+
+def late_starts(results_dir: str, traces: Dict[str, Dict[str, Any]],
+                first_step: int) -> Dict[str, Tuple[int, int, int]]:
+  """Per two-worker trace pair: (K, blocks task 0 started late
+  (`timeline.LATE_START_S` after task 1), blocks), from `first_step` on.
+
+  Args:
+    results_dir: the results directory (worker 1's traces are read here).
+    traces: worker 0's traces by file name
+      (`results_files.worker0_traces`).
+    first_step: the warm-up left out.
+  """
+  from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
+  return {name: (k, timeline.late_start_counts(blocks)[0], len(blocks))
+          for name, (k, blocks) in _two_worker_blocks(
+              results_dir, traces, first_step).items()}
+
+
+def start_lags(results_dir: str, traces: Dict[str, Dict[str, Any]]
+               ) -> Dict[str, Dict[int, float]]:
+  """Per two-worker trace pair: {block's "batch": seconds task 0 started
+  it after task 1 (0 if not after)}, every block both traces have."""
+  return {name: {b["batch"]: b["start_skew_s"][0] for b in blocks}
+          for name, (_, blocks) in _two_worker_blocks(
+              results_dir, traces, 0).items()}
+
+
+def expected_lag(lags: Dict[str, Dict[int, float]],
+                 trace_names: Collection[str], unroll: int,
+                 first_step: int) -> Optional[float]:
+  """Task 0's mean start lag over the blocks from `first_step` on of the
+  traces named (of `start_lags`) of unroll `unroll`, or of any unroll if
+  none is; None without such traces.
+
+  A mean, as a step time is: a block that lags by tens of milliseconds
+  adds them to its step. (The share of late blocks times their median
+  lag left 4 directories fewer within the target.)
+  """
+  chosen = [n for n in trace_names if n in lags]
+  alike = [n for n in chosen
+           if results_files.trace_unroll(n) == unroll] or chosen
+  values = [lag for n in alike for batch, lag in lags[n].items()
+            if batch - (results_files.trace_unroll(n) - 1) >= first_step]
+  return statistics.fmean(values) if values else None
 
 
 def late_start_share(counts: Dict[str, Tuple[int, int, int]],

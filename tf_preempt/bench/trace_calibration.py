@@ -45,7 +45,8 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     durations of its small collectives that ended while the backward
     pass computed, "interval_s": the times between the ends of two small
     collectives in flight together after the backward pass, "block_s":
-    its length}.
+    its length, "batch": its compute event's "batch" arg (Keras's index
+    of its last step) or None}.
   """
   origin = (trace.get("otherData") or {}).get("origin_ns")
   events = trace.get("traceEvents", ())
@@ -59,6 +60,7 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
   out = []
   for b in blocks[1:]:
     start, end = b["ts"], b["ts"] + b["dur"]
+    batch = (b.get("args") or {}).get("batch")
     inside = [e for e in colls if start <= e["ts"] < end]
     if not inside:
       continue
@@ -93,7 +95,8 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         "first_step_s": first_step, "last_step_ends": last_step,
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
-        "block_s": (end - start) * 1e-6})
+        "block_s": (end - start) * 1e-6,
+        "batch": batch})
   return out
 
 
@@ -120,7 +123,8 @@ def calibrate(blocks_of: Dict[str, List[Dict[str, Any]]],
     flight together after the backward pass (the part of a collective's
     fixed cost that does not overlap: its CPU work), "rows": the traces
     used, "tails": {trace: its blocks' tails}, "last_steps": {trace: its
-    blocks' "last_step_ends"}, "from_disturbed": the
+    blocks' "last_step_ends"}, "batches": {trace: its blocks' "batch"},
+    "from_disturbed": the
     small-collective keys taken from disturbed traces}; a value is None
     without samples.
   """
@@ -139,11 +143,12 @@ def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
              exclude: Collection[str]) -> Dict[str, Any]:
   """`calibrate`'s figures over the traces not in `exclude`."""
   tails, small, interval = [], [], []
-  by_trace, heads, overlaps, last_steps = {}, {}, {}, {}
+  by_trace, heads, overlaps, last_steps, batches = {}, {}, {}, {}, {}
   for name, blocks in sorted(blocks_of.items()):
     if name in exclude or not blocks:
       continue
     by_trace[name] = [b["tail_s"] for b in blocks]
+    batches[name] = [b.get("batch") for b in blocks]
     last_steps[name] = [b["last_step_ends"] for b in blocks]
     tails += by_trace[name]
     heads[name] = [b["head_s"] for b in blocks]
@@ -156,7 +161,7 @@ def _medians(blocks_of: Dict[str, List[Dict[str, Any]]],
   return {"heads": heads, "overlaps": overlaps, "tail_s": med(tails),
           "small_s": med(small), "interval_s": med(interval),
           "rows": list(by_trace), "tails": by_trace,
-          "last_steps": last_steps}
+          "last_steps": last_steps, "batches": batches}
 
 
 def lad_fit(samples: Sequence[Tuple[Any, float, float]],

@@ -7,6 +7,8 @@ timed alone that the execution model gives. Pure Python; the planner on
 first use.
 """
 
+import json
+
 
 def collective(iteration, cid, nbytes, ready_us, start_us, dur_us):
   """A traced collective: its step, id, bytes, ready time, start, length."""
@@ -27,6 +29,22 @@ def trace(blocks, collectives):
   return {"traceEvents": blocks + collectives, "otherData": {"origin_ns": 0},
           "metadata": {"stats": {"model": "vgg_small", "workers": 2,
                                  "global_batch_size": 8}}}
+
+
+def skewed_trace_pair(traces_dir, stem, late_us_by_batch):
+  """Writes worker 0's and 1's traces of row `stem` into `traces_dir` (a
+  pathlib.Path): one block per batch, worker 0 starting it
+  late_us_by_batch[batch] after worker 1; one collective per block."""
+  for task in (0, 1):
+    events = []
+    for i, (batch, late_us) in enumerate(sorted(late_us_by_batch.items())):
+      start = i * 100_000.0 + (late_us if task == 0 else 0.0)
+      events.append({"name": f"block {batch}", "cat": "compute", "ph": "X",
+                     "ts": start, "dur": 90_000.0, "args": {"batch": batch}})
+      events.append(collective(batch, 0, 1 << 20, start + 50_000,
+                               start + 50_000, 30_000.0))
+    (traces_dir / f"{stem}.worker-{task}.json").write_text(
+        json.dumps(trace(events, [])))
 
 
 def arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, task1_ms=None,
