@@ -359,14 +359,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   elif penalty_runs and not penalty:
     penalty_source = (f"none: no run of {penalty_source} at "
                       f"{setup['link_rate']} exceeds its bucket")
-  # Task 0's late blocks after the warm-up (bench.py's default warm-up),
-  # per two-worker trace.
+  # How much later than task 1 task 0 started each block (its tail is
+  # longer by the next block's lag), and its late blocks after the
+  # warm-up (bench.py's default warm-up), per two-worker trace.
   warmup = int(results_files.command_flag(results, "warmup_steps", "8"))
-  late = (probe_inputs.late_starts(results_dir, traces, warmup)
-          if penalty else {})
-  # How much later than task 1 task 0 started each block: its tail is
-  # longer by the next block's lag.
   lags = probe_inputs.start_lags(results_dir, traces)
+  late = probe_inputs.late_counts(lags, warmup) if penalty else {}
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")

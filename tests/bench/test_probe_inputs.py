@@ -110,7 +110,7 @@ def test_auto_finds_no_probe_of_another_heap_mode(tmp_path):
   assert runs == [] and "heap mode keep" in source
 
 
-def test_late_starts_and_expected_lag_from_two_workers_traces(tmp_path):
+def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
   traces_dir = tmp_path / "traces"
   traces_dir.mkdir()
   # K=1: task 0 starts batches 4, 5 and 7 late (> 1 ms); 3 is warm-up.
@@ -125,10 +125,10 @@ def test_late_starts_and_expected_lag_from_two_workers_traces(tmp_path):
   (traces_dir / "priority_k1.worker-1.json").unlink()
   traces = {p.name: json.loads(p.read_text())
             for p in traces_dir.glob("*.worker-0.json")}
-  assert probe_inputs.late_starts(str(tmp_path), traces, 4) == {
+  lags = probe_inputs.start_lags(str(tmp_path), traces)
+  assert probe_inputs.late_counts(lags, 4) == {
       "horovod_k1.worker-0.json": (1, 3, 4),
       "ddp_k2.worker-0.json": (2, 1, 2)}
-  lags = probe_inputs.start_lags(str(tmp_path), traces)
   assert lags == {
       "horovod_k1.worker-0.json": {
           3: pytest.approx(9e-3), 4: pytest.approx(3e-3),

@@ -147,9 +147,16 @@ def order_penalty_runs(results_dir: str, source: str,
       source, os.path.dirname(os.path.abspath(results_dir)))
 
 
-def _two_worker_blocks(results_dir: str, traces: Dict[str, Dict[str, Any]],
-                       first_step: int) -> Dict[str, Tuple[int, List[Any]]]:
-  """Per two-worker trace pair: (K, `timeline.block_skews`)."""
+def start_lags(results_dir: str, traces: Dict[str, Dict[str, Any]]
+               ) -> Dict[str, Dict[int, float]]:
+  """Per two-worker trace pair: {block's "batch": seconds task 0 started
+  it after task 1 (0 if not after)}, every block both traces have.
+
+  Args:
+    results_dir: the results directory (worker 1's traces are read here).
+    traces: worker 0's traces by file name
+      (`results_files.worker0_traces`).
+  """
   from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
   out = {}
   for name, trace in sorted(traces.items()):
@@ -159,38 +166,42 @@ def _two_worker_blocks(results_dir: str, traces: Dict[str, Dict[str, Any]],
     if peer is None or os.path.isfile(other.replace(".worker-1.",
                                                     ".worker-2.")):
       continue
-    k = results_files.trace_unroll(name)
-    blocks = timeline.block_skews([trace, peer], first_step=first_step,
-                                  unroll=k)
+    blocks = timeline.block_skews(
+        [trace, peer], unroll=results_files.trace_unroll(name))
     if blocks:
-      out[name] = (k, blocks)
+      out[name] = {b["batch"]: b["start_skew_s"][0] for b in blocks}
   return out
 
 
-def late_starts(results_dir: str, traces: Dict[str, Dict[str, Any]],
-                first_step: int) -> Dict[str, Tuple[int, int, int]]:
-  """Per two-worker trace pair: (K, blocks task 0 started late
-  (`timeline.LATE_START_S` after task 1), blocks), from `first_step` on.
+def _timed_lags(lags: Dict[str, Dict[int, float]], name: str,
+                first_step: int) -> List[float]:
+  """Trace `name`'s lags (of `start_lags`) of the blocks from `first_step`
+  on (a block's "batch" is its last step)."""
+  k = results_files.trace_unroll(name)
+  return [lag for batch, lag in lags[name].items()
+          if batch - (k - 1) >= first_step]
 
-  Args:
-    results_dir: the results directory (worker 1's traces are read here).
-    traces: worker 0's traces by file name
-      (`results_files.worker0_traces`).
-    first_step: the warm-up left out.
-  """
+
+def _of_unroll(trace_names: Collection[str], unroll: int) -> List[str]:
+  """The traces named of unroll `unroll`, or all of them if none is."""
+  return [n for n in trace_names
+          if results_files.trace_unroll(n) == unroll] or list(trace_names)
+
+
+def late_counts(lags: Dict[str, Dict[int, float]], first_step: int
+                ) -> Dict[str, Tuple[int, int, int]]:
+  """Per trace of `start_lags`: (K, blocks task 0 started late
+  (`timeline.LATE_START_S` after task 1), blocks), from `first_step` on;
+  traces without such blocks left out."""
   from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
-  return {name: (k, timeline.late_start_counts(blocks)[0], len(blocks))
-          for name, (k, blocks) in _two_worker_blocks(
-              results_dir, traces, first_step).items()}
-
-
-def start_lags(results_dir: str, traces: Dict[str, Dict[str, Any]]
-               ) -> Dict[str, Dict[int, float]]:
-  """Per two-worker trace pair: {block's "batch": seconds task 0 started
-  it after task 1 (0 if not after)}, every block both traces have."""
-  return {name: {b["batch"]: b["start_skew_s"][0] for b in blocks}
-          for name, (_, blocks) in _two_worker_blocks(
-              results_dir, traces, 0).items()}
+  out = {}
+  for name in lags:
+    timed = _timed_lags(lags, name, first_step)
+    if timed:
+      out[name] = (results_files.trace_unroll(name),
+                   sum(lag > timeline.LATE_START_S for lag in timed),
+                   len(timed))
+  return out
 
 
 def expected_lag(lags: Dict[str, Dict[int, float]],
@@ -204,11 +215,9 @@ def expected_lag(lags: Dict[str, Dict[int, float]],
   adds them to its step. (The share of late blocks times their median
   lag left 4 directories fewer within the target.)
   """
-  chosen = [n for n in trace_names if n in lags]
-  alike = [n for n in chosen
-           if results_files.trace_unroll(n) == unroll] or chosen
-  values = [lag for n in alike for batch, lag in lags[n].items()
-            if batch - (results_files.trace_unroll(n) - 1) >= first_step]
+  values = [lag for n in _of_unroll([n for n in trace_names if n in lags],
+                                    unroll)
+            for lag in _timed_lags(lags, n, first_step)]
   return statistics.fmean(values) if values else None
 
 
@@ -216,10 +225,10 @@ def late_start_share(counts: Dict[str, Tuple[int, int, int]],
                      trace_names: Collection[str], unroll: int
                      ) -> Optional[float]:
   """The share of blocks task 0 started late over the traces named (of
-  `late_starts`) of unroll `unroll`, or of any unroll if none is; None
+  `late_counts`) of unroll `unroll`, or of any unroll if none is; None
   without such traces."""
-  chosen = [counts[n] for n in trace_names if n in counts]
-  alike = [c for c in chosen if c[0] == unroll] or chosen
+  alike = [counts[n] for n in _of_unroll(
+      [n for n in trace_names if n in counts], unroll)]
   total = sum(c[2] for c in alike)
   return sum(c[1] for c in alike) / total if total else None
 

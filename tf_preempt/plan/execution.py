@@ -749,7 +749,7 @@ def repeated_seconds(cost: cost_lib.CostModel, nbytes: float,
   f = _bytes_core_share(cost, model)
   burst = model.link_burst
   tokens = burst if b * (1.0 - f) <= cost.alpha else min(burst, cost.alpha)
-  return cost.alpha + max(f * b, b - tokens)
+  return _alone_seconds(cost, b, f, tokens)
 
 
 def lone_seconds(cost: cost_lib.CostModel, nbytes: float,
@@ -769,9 +769,16 @@ def lone_seconds(cost: cost_lib.CostModel, nbytes: float,
     The seconds.
   """
   model = model or ExecutionModel()
-  b = cost.beta * nbytes
-  f = _bytes_core_share(cost, model)
-  return cost.alpha + max(f * b, b - model.link_burst)
+  return _alone_seconds(cost, cost.beta * nbytes,
+                        _bytes_core_share(cost, model), model.link_burst)
+
+
+def _alone_seconds(cost: cost_lib.CostModel, b: float, f: float,
+                   tokens: float) -> float:
+  """A collective alone: its fixed cost, then `b` seconds of bytes at the
+  rate, of which `tokens` pass as fast as their CPU work (f of the rate's
+  time) allows."""
+  return cost.alpha + max(f * b, b - tokens)
 
 
 def _bytes_core_share(cost: cost_lib.CostModel, model: ExecutionModel
