@@ -73,6 +73,11 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
   `alpha + beta * n * b / 2`, a whole collective's fixed cost included
   (gRPC's fixed cost is per launch).
 
+- **Early compute.** Ops that read no trainable variable (dropout's
+  random masks) wait for no update: in an unrolled block every step's run
+  at the block's start, ahead of the first step's forward pass
+  (`early_compute`; measured by `scripts/bench_early_work.py`).
+
 - **Arrival order (two workers).** The model is one worker. With two,
   TensorFlow's ring is slower when task 0 (rank 0) reaches a collective
   after its peer: rank 0 then serves the peer's pending pull first, and
@@ -147,6 +152,14 @@ class ExecutionModel:
       iterator, eagerly, and dispatching the function. The core computes
       nothing and the link is idle; everything after it shifts by this
       much.
+    early_compute: seconds of a step's forward compute that reads no
+      trainable variable (needs `unroll`): dropout's random masks, which
+      depend only on the step's seed. In the unrolled block TensorFlow
+      runs them for every step as soon as the block starts, not after the
+      previous step's updates: each step after the block's first computes
+      this much less in its forward pass, and the block's first step
+      computes all of it (the later steps' share) before its first op.
+      At most the forward compute of a step.
     workers: None: every tensor is reduced as the plan says (the planner's
       model; the DAG's sparse marks are ignored). n >= 1: the DAG's sparse
       tensors are all-gathered over n workers after each step's dense
@@ -187,6 +200,7 @@ class ExecutionModel:
   bytes_cpu_share: Optional[float] = None
   block_overhead: float = 0.0
   block_startup: float = 0.0
+  early_compute: float = 0.0
   workers: Optional[int] = None
   link_burst: float = 0.0
   fixed_cpu_fifo: bool = False
@@ -211,7 +225,7 @@ class ExecutionModel:
     if self.bytes_cpu_share is not None and not 0 < self.bytes_cpu_share <= 1:
       raise ValueError(f"bytes_cpu_share={self.bytes_cpu_share!r} must be "
                        "None or in (0, 1].")
-    for name in ("block_overhead", "block_startup"):
+    for name in ("block_overhead", "block_startup", "early_compute"):
       value = getattr(self, name)
       if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{name}={value!r} must be finite and >= 0.")
@@ -273,6 +287,9 @@ class ExecutionModel:
     if self.block_overhead:
       parts.append(f"{self.block_overhead * 1e3:.3f} ms per block after "
                    "the barrier")
+    if self.early_compute:
+      parts.append(f"{self.early_compute * 1e3:.3f} ms of each later step's "
+                   "forward pass at the block's start")
     if self.workers is not None:
       parts.append(f"sparse gradients all-gathered over {self.workers} "
                    "worker(s) after the dense collectives")
@@ -502,7 +519,15 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
   # The link's token bucket, in seconds of traffic at the rate: full, the
   # link having been idle through the forward pass.
   tokens = model.link_burst
-  t = model.block_startup
+  # The later steps' early compute runs first: nothing else is ready yet
+  # but the first step's forward pass, which it delays by as much.
+  t = model.block_startup + model.early_compute * (steps - 1)
+  forward_total = sum(o.duration for o in dag.ops if o.phase == FORWARD)
+  if model.early_compute > forward_total + 1e-12:
+    raise ValueError(f"early_compute={model.early_compute!r} exceeds a "
+                     f"step's forward compute ({forward_total!r} s).")
+  later_forward_scale = (1.0 - model.early_compute / forward_total
+                         if forward_total > 0 else 1.0)
   cpu_seconds = 0.0
   ready_ops = [key for key, w in waiting.items() if w == 0]
 
@@ -564,6 +589,8 @@ def execute(dag: dag_lib.TrainingDAG, cost: cost_lib.CostModel,
         key = ready_ops.pop()
         op_start[key[0]][names[key[1]]] = t
         remaining[key] = dag.ops[key[1]].duration
+        if key[0] > 0 and phase[key[1]] == FORWARD:
+          remaining[key] *= later_forward_scale
       for key in [k for k, r in remaining.items() if r <= 0]:
         del remaining[key]
         end_op(key, t)

@@ -1,0 +1,101 @@
+r"""How much of a training step's compute reads no weight (runs early)?
+
+  python scripts/bench_early_work.py [--models transformer_tiny,vgg_small,
+      resnet20] [--batch_sizes 32,5,12] [--repeats 3] [--out DIR]
+
+Runs `tf_preempt.bench.early_work` once per model, batch and repeat, one
+process at a time, pinned to one core as the benchmark's workers are: each
+run profiles the model's training step and prints the share of its ops'
+time spent in ops that descend from no trainable variable (dropout's random
+masks). In an unrolled block TensorFlow runs that work for every step at
+the block's start; `scripts/validate_sim.py` models it
+(`ExecutionModel.early_compute`: the median share times the step's
+compute) from `DIR/early_work.json` of the newest `*early-work` directory
+beside the results. Prints the shares; nothing here is asserted.
+"""
+
+import json
+import os
+import statistics
+import sys
+from typing import Any, Dict, List, Sequence
+
+from absl import app
+from absl import flags
+
+from tf_preempt import launch
+from tf_preempt.bench import runner
+
+
+def define_flags() -> None:
+  flags.DEFINE_list("models", ["transformer_tiny", "vgg_small", "resnet20"],
+                    "Models of the registry.")
+  flags.DEFINE_list("batch_sizes", ["32", "5", "12"],
+                    "Each model's batch of one worker (the benchmarks' "
+                    "global batch over 2 workers), in --models' order.")
+  flags.DEFINE_integer("repeats", 3, "Runs per model.")
+  flags.DEFINE_integer("steps", 20, "Steps timed, and as many profiled, "
+                       "per run.")
+  flags.DEFINE_float("timeout_s", 600, "Per run.")
+  flags.DEFINE_string("out", None, "Directory for early_work.json.")
+
+
+def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+  """{model: {"per_worker_batch", "early_share" (median), "shares"}}.
+
+  Raises:
+    ValueError: if a model was measured at two batch sizes.
+  """
+  by_model: Dict[str, List[Dict[str, Any]]] = {}
+  for r in records:
+    by_model.setdefault(r["model"], []).append(r)
+  out = {}
+  for model, runs in by_model.items():
+    batches = {r["per_worker_batch"] for r in runs}
+    if len(batches) != 1:
+      raise ValueError(f"{model}: measured at batch sizes {sorted(batches)};"
+                       " one per model")
+    shares = [r["early_share"] for r in runs]
+    out[model] = {"per_worker_batch": batches.pop(),
+                  "early_share": statistics.median(shares),
+                  "shares": shares}
+  return out
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  if len(f.batch_sizes) != len(f.models):
+    raise app.UsageError(f"--batch_sizes has {len(f.batch_sizes)} values "
+                         f"for {len(f.models)} --models")
+  records = []
+  for _ in range(f.repeats):
+    for model, batch in zip(f.models, f.batch_sizes):
+      command = [sys.executable, "-m", "tf_preempt.bench.early_work",
+                 f"--model={model}", f"--batch_size={int(batch)}",
+                 f"--steps={f.steps}"]
+      (record,) = launch.launch_for_stats(
+          command, 1, timeout_s=f.timeout_s,
+          **dict(launch.MEASUREMENT_WORKER, inter_op_threads=1))
+      print(f"{model} batch {batch}: early share "
+            f"{record['early_share']:.3f} ({record['early_ms']:.2f} of "
+            f"{record['ops_ms']:.2f} profiled ms; step "
+            f"{record['step_ms']:.1f} ms unprofiled)", flush=True)
+      records.append(record)
+  summary = summarize(records)
+  for model, s in summary.items():
+    print(f"{model}: median early share {s['early_share']:.3f} of "
+          f"{len(s['shares'])} runs")
+  if f.out:
+    os.makedirs(f.out, exist_ok=True)
+    path = os.path.join(f.out, "early_work.json")
+    with open(path, "w") as out:
+      json.dump({"machine": runner.machine(), "models": summary,
+                 "runs": records}, out, indent=1)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
