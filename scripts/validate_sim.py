@@ -407,6 +407,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       disturbed.add(trace)
   compute_total = base_dag.forward_length() + base_dag.backward_end()
   flops_share = base_dag.forward_length() / compute_total
+  # Each later step's weight-free forward work, run at its block's start:
+  # subtracted from the heads before their start-ups are fitted, which
+  # would hold it otherwise.
+  early_share, early_source = probe_inputs.early_share(results_dir,
+                                                       setup["model"])
+  early = early_share * compute_total
   rows = {}
   for name, row in results["schedulers"].items():
     scheduler, unroll = split_name(name)
@@ -421,8 +427,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     calib = trace_calibration.calibrate(
         blocks_of, exclude={results_files.trace_name(name)},
         disturbed=disturbed)
-    heads = [(results_files.trace_unroll(t), first_ready[t],
-              statistics.median(h)) for t, h in sorted(calib["heads"].items())
+    heads = [(k, first_ready[t], statistics.median(h) - early * (k - 1))
+             for t, h in sorted(calib["heads"].items())
+             for k in [results_files.trace_unroll(t)]
              if h and first_ready.get(t) is not None]
     # With a profile (or --forward_share=flops) the per-op times are kept
     # and only the start-ups are fitted.
@@ -491,7 +498,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         comm_cpu_share=share if share is not None else 1.0,
         workers=None if row_plans.sparse_as_dense(args) else setup["workers"],
         link_burst=link_burst, fixed_cpu_fifo=True,
-        latency_behind_bytes=latency_behind_bytes)
+        latency_behind_bytes=latency_behind_bytes,
+        early_compute=min(early, dag.forward_length()))
     bytes_share, samples = bytes_given, []
     if bytes_share is None:
       # How the core was shared while a collective overlapped the backward
@@ -639,6 +647,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),
                  "cpu_source": cpu_source,
+                 "early_share": early_share, "early_source": early_source,
+                 "early_compute_s": early,
                  "order_penalty": [list(p) for p in penalty],
                  "order_penalty_source": penalty_source,
                  "settings": {"cost_fallback": cost_fallback,
@@ -699,6 +709,11 @@ def format_table(report: Dict[str, Any]) -> str:
       ("none" if cpu is None else
        f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +
       f" ({inputs['cpu_source']}).",
+      f"- Early compute (a step's ops that read no weight, dropout's "
+      f"random masks; in a block of K steps the later steps' run at its "
+      f"start): share {inputs.get('early_share', 0.0):.3f} of a step, "
+      f"{inputs.get('early_compute_s', 0.0) * 1e3:.2f} ms "
+      f"({inputs.get('early_source', 'not modelled')}).",
       "- A collective released alone with task 0 / task 1 reaching it "
       "last (two workers, this link rate; seconds of traffic by which a "
       "rank's half exceeds the bucket -> seconds from the last arrival, "
