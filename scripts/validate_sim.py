@@ -413,6 +413,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   early_share, early_source = probe_inputs.early_share(results_dir,
                                                        setup["model"])
   early = early_share * compute_total
+  if early_source.startswith("none"):
+    missing.append(f"{probe_inputs.EARLY_WORK_GLOB} beside the results: the "
+                   "share of a step's compute that reads no weight "
+                   "(scripts/bench_early_work.py), for this model")
   rows = {}
   for name, row in results["schedulers"].items():
     scheduler, unroll = split_name(name)

@@ -148,3 +148,26 @@ def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
       lags, ["ddp_k2.worker-0.json"], 4, 4) == pytest.approx(0.02)
   assert probe_inputs.expected_lag(
       lags, ["priority_k1.worker-0.json"], 1, 4) is None
+
+
+def _early_work(parent, name, models):
+  os.makedirs(parent / name)
+  with open(parent / name / "early_work.json", "w") as f:
+    json.dump({"models": {m: {"per_worker_batch": 32, "early_share": share,
+                              "shares": [share] * 3}
+                          for m, share in models.items()}}, f)
+
+
+def test_early_share_from_the_newest_probe_that_has_the_model(tmp_path):
+  results = tmp_path / "2026-12-03-transformer_tiny-2gbit"
+  os.makedirs(results)
+  _early_work(tmp_path, "2026-12-04-early-work", {"transformer_tiny": 0.2,
+                                                   "vgg_small": 0.001})
+  _early_work(tmp_path, "2026-12-05-early-work", {"vgg_small": 0.002})
+  share, source = probe_inputs.early_share(str(results), "transformer_tiny")
+  assert share == 0.2
+  assert source.startswith("2026-12-04-early-work/early_work.json")
+  assert "median of 3 runs at a batch of 32" in source
+  assert probe_inputs.early_share(str(results), "vgg_small")[0] == 0.002
+  share, source = probe_inputs.early_share(str(results), "resnet20")
+  assert share == 0.0 and source.startswith("none")

@@ -203,6 +203,33 @@ def test_block_startup_shifts_the_whole_block():
   assert late.cpu_seconds == pytest.approx(base.cpu_seconds)
 
 
+def test_early_compute_moves_the_later_steps_work_to_the_block_start():
+  # 0.5 s of step 2's forward pass runs first: f0 [0.5,1.5], f1 [1.5,2.5],
+  # b1 [2.5,4.5], b0 [4.5,5.5]; t1 [4.5,7.5], t0 [7.5,12.5]. Step 2's
+  # forward pass takes 2 - 0.5 = 1.5 s (f0 [12.5,13.25], f1 [13.25,14]),
+  # and the block ends as without it (24).
+  model = ExecutionModel(unroll=2, early_compute=0.5)
+  ex = execute(_DAG, _COST, _FIFO, model)
+  assert ex.op_start[0]["f0"] == 0.5
+  assert ex.op_start[1] == pytest.approx(
+      {"f0": 12.5, "f1": 13.25, "b1": 14, "b0": 16})
+  assert ex.block_time == pytest.approx(24)
+  # K=1 has no later step: nothing moves.
+  assert execute(_DAG, _COST, _FIFO, dataclasses.replace(
+      model, unroll=1)).op_start[0]["f0"] == 0
+  # Priority order: step 2's f1 waits for t1 anyway, so what it saves is
+  # lost while the head's 0.5 s is not: t0 [5.5,10.5], t1 [10.5,13.5], f1
+  # [13.5,14.25], b1 [14.25,16.25], b0 [16.25,17.25], t0, t1 to 25.25.
+  ex = execute(_DAG, _COST, _PRIORITY, model)
+  assert ex.op_start[1]["f1"] == pytest.approx(13.5)
+  assert ex.block_time == pytest.approx(25.25)
+
+
+def test_early_compute_beyond_the_forward_pass_is_rejected():
+  with pytest.raises(ValueError, match="forward compute"):
+    execute(_DAG, _COST, _FIFO, ExecutionModel(unroll=2, early_compute=2.5))
+
+
 @pytest.mark.parametrize("kwargs", [
     {"unroll": 0}, {"unroll": 1.5}, {"max_collectives": 0},
     {"max_bytes": 0}, {"cpu": (1e-3, 1e-9)}, {"block_overhead": -1.0},
@@ -210,6 +237,8 @@ def test_block_startup_shifts_the_whole_block():
     {"unroll": 1, "block_startup": -1.0},
     {"block_startup": 1.0},  # needs unroll
     {"unroll": 1, "block_startup": math.inf},
+    {"unroll": 2, "early_compute": -1.0},
+    {"early_compute": 1.0},  # needs unroll
     {"workers": 0}, {"workers": 1.5}, {"workers": True},
 ])
 def test_bad_models_are_rejected(kwargs):
@@ -220,10 +249,12 @@ def test_bad_models_are_rejected(kwargs):
 def test_describe_names_every_setting():
   text = ExecutionModel(unroll=2, max_collectives=2, max_bytes=1 << 20,
                         cpu=CostModel(1.8e-3, 4e-9),
-                        block_overhead=5e-3, block_startup=7e-3).describe()
+                        block_overhead=5e-3, block_startup=7e-3,
+                        early_compute=1e-3).describe()
   for part in ("K=2", "2 collective(s) in flight", "1048576 B",
                "1.800 ms", "4.000 ns/B", "5.000 ms", "7.000 ms per block "
-               "before its first op"):
+               "before its first op", "1.000 ms of each later step's "
+               "forward pass at the block's start"):
     assert part in text
   assert "no compute time" in ExecutionModel().describe()
 

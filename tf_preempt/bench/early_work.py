@@ -30,7 +30,7 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Dict, Iterable, Sequence, Set
+from typing import Dict, Iterable, Optional, Sequence, Set
 
 from absl import app
 from absl import flags
@@ -143,7 +143,7 @@ def _train_step(model_name: str, batch_size: int):
 
 
 def measure(model_name: str, batch_size: int, steps: int,
-            threads: int = 1) -> Dict:
+            threads: Optional[int] = 1) -> Dict:
   """The early-work record of one model (the module doc's JSON line).
 
   Args:
@@ -151,7 +151,7 @@ def measure(model_name: str, batch_size: int, steps: int,
     batch_size: the batch of one worker.
     steps: steps timed, and as many profiled.
     threads: TensorFlow's inter- and intra-op threads, set here (before
-      anything runs).
+      TensorFlow has run anything in this process); None leaves them.
 
   Returns:
     The record.
@@ -161,8 +161,9 @@ def measure(model_name: str, batch_size: int, steps: int,
       variable's handle.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.threading.set_inter_op_parallelism_threads(threads)
-  tf.config.threading.set_intra_op_parallelism_threads(threads)
+  if threads is not None:
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
   step, args, weights = _train_step(model_name, batch_size)
   graph = step.get_concrete_function(*args).graph
   handles = {id(getattr(v, "value", v).handle) for v in weights}
