@@ -60,6 +60,12 @@ the row being predicted:
   - link_burst: the link's token bucket (above);
   - credit: the row's --credit_collectives / --credit_bytes, else the
     runtime's default on CPUs (2 collectives in flight);
+  - early_compute: the share of a training step's compute that reads no
+    weight (dropout's random masks), measured by
+    scripts/bench_early_work.py (the newest `probe_inputs.EARLY_WORK_GLOB`
+    beside the directory that has its model), times the step's compute;
+    in a block the later steps' runs at its start, and the heads the
+    start-ups are fitted to are taken less it;
   - CPU cost of a collective on the compute core (--cpu_cost): what a
     concurrent all-reduce took from a chain of matmuls on the worker's
     core, measured on the directory's link by scripts/bench_contention.py
