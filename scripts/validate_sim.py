@@ -62,8 +62,9 @@ the row being predicted:
     runtime's default on CPUs (2 collectives in flight);
   - early_compute: the share of a training step's compute that reads no
     weight (dropout's random masks), measured by
-    scripts/bench_early_work.py (the newest `probe_inputs.EARLY_WORK_GLOB`
-    beside the directory that has its model), times the step's compute;
+    scripts/bench_step_profile.py (the newest
+    `probe_inputs.STEP_PROFILE_GLOB` beside the directory that has its
+    model), times the step's compute;
     in a block the later steps' runs at its start, and the heads the
     start-ups are fitted to are taken less it;
   - CPU cost of a collective on the compute core (--cpu_cost): what a
@@ -320,18 +321,29 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   base_dag = simulate.model_dag(setup["model"], per_worker, gpu,
                                 profile_path if has_profile else None)
   scale = 1.0
+  shares, shares_source = (None, "") if has_profile else (
+      probe_inputs.layer_shares(results_dir, setup["model"]))
   if has_profile:
     compute_source = "profile.json"
   else:
+    if shares is not None:
+      # The layers' measured shares of the step (on a CPU like the
+      # benchmark's), in place of the GPU FLOPs model's, in its units.
+      base_dag = row_plans.with_shares(base_dag, shares)
     scale = results["compute_s"] / (base_dag.backward_end() +
                                     base_dag.forward_length())
     base_dag = row_plans.scaled(base_dag, scale)
-    compute_source = (f"{gpu} FLOPs model scaled x{scale:.3g} to the "
-                      f"measured compute_s {results['compute_s'] * 1e3:.1f} ms")
+    compute_source = (
+        f"{gpu} FLOPs model" if shares is None else
+        f"each layer's measured share of the step ({shares_source})") + (
+            f" scaled to the measured compute_s "
+            f"{results['compute_s'] * 1e3:.1f} ms")
     missing.append("profile.json: measured seconds of every forward and "
                    "backward op of one step, {op name: seconds} with the op "
                    "names of tf_preempt.profile.model_to_dag (e.g. from "
-                   "scripts/bench_profile.py), per worker count")
+                   "scripts/bench_profile.py), per worker count" + (
+                       "; the step profile's shares stand in" if shares
+                       is not None else ""))
   total_bytes = sum(t.nbytes for t in base_dag.tensors)
   cost, cost_source = collective_cost.cost_model(
       results_dir, results, traces, total_bytes, cost_fallback)
@@ -420,9 +432,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                                                        setup["model"])
   early = early_share * compute_total
   if early_source.startswith("none"):
-    missing.append(f"{probe_inputs.EARLY_WORK_GLOB} beside the results: the "
-                   "share of a step's compute that reads no weight "
-                   "(scripts/bench_early_work.py), for this model")
+    missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
+                   "the share of a step's compute that reads no weight "
+                   "(scripts/bench_step_profile.py), for this model")
   rows = {}
   for name, row in results["schedulers"].items():
     scheduler, unroll = split_name(name)
@@ -443,7 +455,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              if h and first_ready.get(t) is not None]
     # With a profile (or --forward_share=flops) the per-op times are kept
     # and only the start-ups are fitted.
-    fixed_share = (flops_share if has_profile or forward_share == "flops"
+    fixed_share = (flops_share if has_profile or shares is not None or
+                   forward_share == "flops"
                    else forward_given)
     share_f, startups = trace_calibration.fit_block_head(
         heads, compute_total, fixed_share, default_share=flops_share)

@@ -150,24 +150,37 @@ def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
       lags, ["priority_k1.worker-0.json"], 1, 4) is None
 
 
-def _early_work(parent, name, models):
+def _step_profile(parent, name, models, layer_shares=None):
   os.makedirs(parent / name)
-  with open(parent / name / "early_work.json", "w") as f:
+  with open(parent / name / "step_profile.json", "w") as f:
     json.dump({"models": {m: {"per_worker_batch": 32, "early_share": share,
-                              "shares": [share] * 3}
+                              "shares": [share] * 3,
+                              "layer_shares": layer_shares or {}}
                           for m, share in models.items()}}, f)
 
 
 def test_early_share_from_the_newest_probe_that_has_the_model(tmp_path):
   results = tmp_path / "2026-12-03-transformer_tiny-2gbit"
   os.makedirs(results)
-  _early_work(tmp_path, "2026-12-04-early-work", {"transformer_tiny": 0.2,
+  _step_profile(tmp_path, "2026-12-04-step-profile", {"transformer_tiny": 0.2,
                                                    "vgg_small": 0.001})
-  _early_work(tmp_path, "2026-12-05-early-work", {"vgg_small": 0.002})
+  _step_profile(tmp_path, "2026-12-05-step-profile", {"vgg_small": 0.002})
   share, source = probe_inputs.early_share(str(results), "transformer_tiny")
   assert share == 0.2
-  assert source.startswith("2026-12-04-early-work/early_work.json")
+  assert source.startswith("2026-12-04-step-profile/step_profile.json")
   assert "median of 3 runs at a batch of 32" in source
   assert probe_inputs.early_share(str(results), "vgg_small")[0] == 0.002
   share, source = probe_inputs.early_share(str(results), "resnet20")
   assert share == 0.0 and source.startswith("none")
+
+
+def test_layer_shares_from_the_step_profile(tmp_path):
+  results = tmp_path / "2026-12-03-vgg_small-2gbit"
+  os.makedirs(results)
+  _step_profile(tmp_path, "2026-12-05-step-profile", {"vgg_small": 0.0},
+                {"a/forward": 0.25, "a/backward": 0.75})
+  shares, source = probe_inputs.layer_shares(str(results), "vgg_small")
+  assert shares == {"a/forward": 0.25, "a/backward": 0.75}
+  assert source.startswith("2026-12-05-step-profile/step_profile.json")
+  shares, source = probe_inputs.layer_shares(str(results), "resnet20")
+  assert shares is None and source.startswith("none")

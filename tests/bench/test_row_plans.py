@@ -2,6 +2,8 @@
 
 import dataclasses
 
+import pytest
+
 from tf_preempt.bench import row_plans
 from tf_preempt.testing import scripts
 
@@ -94,3 +96,14 @@ def test_queued_updates_follow_the_model_s_collective_ends():
   # One collective of all three: their three updates.
   assert row_plans.queued_updates(dag, free, one, model, 1.5) == 4.5
   assert row_plans.model_tail(dag, free, each, model) == 0.0
+
+
+def test_with_shares_sets_each_op_s_share_of_the_same_total():
+  from tf_preempt.plan import TrainingDAG  # pylint: disable=g-import-not-at-top
+  dag = TrainingDAG.chain([1, 1], [1, 2], [8, 4])  # f0 f1 1 s, b0 1, b1 2
+  shared = row_plans.with_shares(dag, {"f0": 0.5, "b1": 0.25, "b0": 0.25})
+  durations = {o.name: o.duration for o in shared.ops}
+  assert durations == {"f0": 2.5, "f1": 0.0, "b1": 1.25, "b0": 1.25}
+  assert shared.tensors == dag.tensors
+  with pytest.raises(ValueError, match="does not have"):
+    row_plans.with_shares(dag, {"nope/forward": 1.0})

@@ -108,7 +108,7 @@ def test_validate_with_traces(tmp_path):
   assert inputs["compute_scale"] > 0
   assert [m.split(":")[0] for m in report["missing"]] == [
       "profile.json", "cost_model.json",
-      "*early-work*/early_work.json beside the results", "plans/NAME@K.json"]
+      "*step-profile*/step_profile.json beside the results", "plans/NAME@K.json"]
   table = validate_sim.format_table(report)
   assert "| pace@1 |" in table and "max |error|" in table
 
@@ -118,8 +118,8 @@ def test_early_work_beside_the_results_is_modelled(tmp_path):
   results_dir = tmp_path / "2026-12-01-vgg_small"
   results = _make_results(results_dir)
   without = validate_sim.validate(str(results_dir), cost_fallback="trace")
-  os.makedirs(tmp_path / "2026-12-05-early-work")
-  (tmp_path / "2026-12-05-early-work" / "early_work.json").write_text(
+  os.makedirs(tmp_path / "2026-12-05-step-profile")
+  (tmp_path / "2026-12-05-step-profile" / "step_profile.json").write_text(
       json.dumps({"models": {"vgg_small": {
           "per_worker_batch": 4, "early_share": 0.2, "shares": [0.2]}}}))
   report = validate_sim.validate(str(results_dir), cost_fallback="trace")
@@ -127,13 +127,33 @@ def test_early_work_beside_the_results_is_modelled(tmp_path):
   assert inputs["early_share"] == 0.2
   # A fifth of the step's compute (scaled to the measured compute_s).
   assert inputs["early_compute_s"] == pytest.approx(0.2 * results["compute_s"])
-  assert not any("early_work" in m for m in report["missing"])
+  assert not any("step_profile" in m for m in report["missing"])
   rows, before = report["rows"], without["rows"]
   assert "later step's forward pass" in rows["pace@2"]["model"]
   assert "later step's" not in before["pace@2"]["model"]
   # K=1 has no later step.
   assert rows["pace@1"]["predicted_s"] == before["pace@1"]["predicted_s"]
   assert "Early compute" in validate_sim.format_table(report)
+
+
+def test_layer_shares_of_the_step_profile_are_the_per_op_times(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  results_dir = tmp_path / "2026-12-01-vgg_small"
+  _make_results(results_dir)
+  os.makedirs(tmp_path / "2026-12-05-step-profile")
+  (tmp_path / "2026-12-05-step-profile" / "step_profile.json").write_text(
+      json.dumps({"models": {"vgg_small": {
+          "per_worker_batch": 4, "early_share": 0.0, "shares": [0.0],
+          "layer_shares": {"block1_conv1/forward": 0.3,
+                           "block1_conv1/backward": 0.7}}}}))
+  report = validate_sim.validate(str(results_dir), cost_fallback="trace")
+  assert report["inputs"]["compute"].startswith(
+      "each layer's measured share of the step (2026-12-05-step-profile")
+  assert report["inputs"]["compute_scale"] > 0
+  for row in report["rows"].values():
+    # Measured per-op times: the forward share is theirs, not fitted.
+    assert row["calibration"]["forward_share"] == pytest.approx(0.3)
+  assert "the step profile's shares stand in" in " ".join(report["missing"])
 
 
 def test_validate_from_command_and_given_cost(tmp_path):
@@ -144,7 +164,7 @@ def test_validate_from_command_and_given_cost(tmp_path):
   assert report["inputs"]["setup"]["workers"] == 2
   assert report["inputs"]["cost_source"] == "cost_model.json"
   assert [m.split(":")[0] for m in report["missing"]] == [
-      "profile.json", "*early-work*/early_work.json beside the results",
+      "profile.json", "*step-profile*/step_profile.json beside the results",
       "plans/NAME@K.json"]
 
 

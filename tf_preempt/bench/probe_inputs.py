@@ -6,10 +6,11 @@ reaching it last, mixed by how often task 0 started a block late in the
 traces, beyond the model's own time for it), task 0's start lags in the
 two workers' traces, and the CPU cost of a collective on the compute
 core (`scripts/bench_contention.py`, else a collective's cost alone on a
-CPU-bound link), and the share of a step's compute that reads no weight
-(`scripts/bench_early_work.py`): `ExecutionModel`'s `order_penalty`, `cpu`
-and `early_compute`. Pure Python; the planner, netem and the timeline on
-first use.
+CPU-bound link), and the training step's profile
+(`scripts/bench_step_profile.py`: each layer's share of the step, the
+share that reads no weight): `ExecutionModel`'s `order_penalty`, `cpu` and
+`early_compute`, and the DAG's per-op times. Pure Python; the planner,
+netem and the timeline on first use.
 
 "auto" takes only probes run in the directory's heap mode
 (`results_files.heap_mode`; the probes record theirs, and None, from
@@ -32,8 +33,8 @@ from tf_preempt.bench import results_files
 ARRIVAL_ORDER_GLOB = "*arrival-order*/runs.jsonl"
 # Where `--cpu_cost=auto` looks first: scripts/bench_contention.py --out.
 CONTENTION_GLOB = "*contention*/cpu_cost.json"
-# Where the early work's share is looked up: scripts/bench_early_work.py --out.
-EARLY_WORK_GLOB = "*early-work*/early_work.json"
+# Where the step profiles are looked up: scripts/bench_step_profile.py --out.
+STEP_PROFILE_GLOB = "*step-profile*/step_profile.json"
 # A training block's start lags its peer's by 1.5-3 ms in the traces; a
 # probe's longer sleep finds the peer's collective further on (and, in
 # heap mode "tensorflow", a slower one).
@@ -338,6 +339,23 @@ def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
   return None if best is None else best[1]
 
 
+def _step_profile(results_dir: str, model: str
+                  ) -> Tuple[Optional[Dict[str, Any]], str]:
+  """(`model`'s summary in the newest `STEP_PROFILE_GLOB` beside
+  `results_dir` that has it, its description), or (None, why not)."""
+  parent = os.path.dirname(os.path.abspath(results_dir))
+  for path in sorted(glob.glob(os.path.join(parent, STEP_PROFILE_GLOB)),
+                     reverse=True):
+    measured = ((results_files.read_json(path) or {}).get("models") or
+                {}).get(model)
+    if measured:
+      return measured, (
+          f"{os.path.relpath(path, parent)}, median of "
+          f"{len(measured['shares'])} runs at a batch of "
+          f"{measured['per_worker_batch']} per worker")
+  return None, f"none: no {STEP_PROFILE_GLOB} beside the results has {model}"
+
+
 def early_share(results_dir: str, model: str) -> Tuple[float, str]:
   """(Share of a step's compute that reads no weight, where it came from).
 
@@ -346,18 +364,29 @@ def early_share(results_dir: str, model: str) -> Tuple[float, str]:
     model: its model's name.
 
   Returns:
-    The median share `scripts/bench_early_work.py` measured for `model` in
-    the newest `EARLY_WORK_GLOB` beside `results_dir` that has it, and a
-    description; (0.0, why) if none has it.
+    The median share `scripts/bench_step_profile.py` measured for `model`
+    (`_step_profile`) and a description; (0.0, why) if none has it.
   """
-  parent = os.path.dirname(os.path.abspath(results_dir))
-  for path in sorted(glob.glob(os.path.join(parent, EARLY_WORK_GLOB)),
-                     reverse=True):
-    measured = ((results_files.read_json(path) or {}).get("models") or
-                {}).get(model)
-    if measured:
-      name = os.path.relpath(path, parent)
-      return float(measured["early_share"]), (
-          f"{name}, median of {len(measured['shares'])} runs at a batch of "
-          f"{measured['per_worker_batch']} per worker")
-  return 0.0, f"none: no {EARLY_WORK_GLOB} beside the results has {model}"
+  measured, source = _step_profile(results_dir, model)
+  if measured is None:
+    return 0.0, source
+  return float(measured["early_share"]), source
+
+
+def layer_shares(results_dir: str, model: str
+                 ) -> Tuple[Optional[Dict[str, float]], str]:
+  """(Each DAG op's share of the layers' time, where it came from).
+
+  Args:
+    results_dir: the directory being validated.
+    model: its model's name.
+
+  Returns:
+    {"LAYER/forward" or "LAYER/backward": median share} that
+    `scripts/bench_step_profile.py` measured for `model` (`_step_profile`)
+    and a description; (None, why) if none has them.
+  """
+  measured, source = _step_profile(results_dir, model)
+  if measured is None or not measured.get("layer_shares"):
+    return None, source
+  return {k: float(v) for k, v in measured["layer_shares"].items()}, source

@@ -28,6 +28,19 @@ def scaled(dag, factor: float, forward_factor: Optional[float] = None):
   return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
 
 
+def with_shares(dag, shares: Dict[str, float]):
+  """`dag` with each op's duration its share of the whole (ops missing from
+  `shares` take 0), times the dag's own forward + backward length."""
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  total = dag.forward_length() + dag.backward_end()
+  unknown = sorted(set(shares) - {o.name for o in dag.ops})
+  if unknown:
+    raise ValueError(f"shares of ops the DAG does not have: {unknown[:5]}")
+  ops = [plan_lib.Op(o.name, o.phase, shares.get(o.name, 0.0) * total)
+         for o in dag.ops]
+  return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
+
+
 def with_forward_share(dag, share: float):
   """`dag` with the forward pass `share` of forward + backward, same sum."""
   forward, backward = dag.forward_length(), dag.backward_end()

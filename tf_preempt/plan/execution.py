@@ -76,7 +76,7 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
 - **Early compute.** Ops that read no trainable variable (dropout's
   random masks) wait for no update: in an unrolled block every step's run
   at the block's start, ahead of the first step's forward pass
-  (`early_compute`; measured by `scripts/bench_early_work.py`).
+  (`early_compute`; measured by `scripts/bench_step_profile.py`).
 
 - **Arrival order (two workers).** The model is one worker. With two,
   TensorFlow's ring is slower when task 0 (rank 0) reaches a collective

@@ -1,32 +1,41 @@
-r"""Measures the share of a training step's compute that reads no weight.
+r"""Profiles a model's training step: per-layer times and its early work.
 
-  python -m tf_preempt.bench.early_work --model transformer_tiny \
+  python -m tf_preempt.bench.step_profile --model transformer_tiny \
       --batch_size 32
 
 One process, no strategy: the model's forward pass, loss, gradients and SGD
-update in one `tf.function` on a synthetic batch. The ops of its graph that
-descend from no trainable variable (dropout's random masks: they read only
-the seed generator's state) are the step's early work: in an unrolled block
-of K steps TensorFlow runs them for every step as soon as the block starts,
-without waiting for the previous step's updates
-(`tf_preempt.plan.execution.ExecutionModel.early_compute`). The step runs
-under TensorFlow's profiler; the early ops' share of all ops' profiled time
-is the result. It runs one op at a time on one thread (inter- and
-intra-op), so that ops do not overlap and each one's profiled time is its
-own; pin it to one core as the benchmark's workers are
-(`scripts/bench_early_work.py` does).
+update in one `tf.function` on a synthetic batch, run under TensorFlow's
+profiler. It runs one op at a time on one thread (inter- and intra-op), so
+that ops do not overlap and each one's profiled time is its own; pin it to
+one core as the benchmark's workers are (`scripts/bench_step_profile.py`
+does). Two things are read off the profile:
+
+- Per-layer times: each op's time goes to the layer whose name scope it is
+  in, forward or backward ("gradient_tape/..."), under the op names of
+  `tf_preempt.profile.model_to_dag` ("LAYER/forward", "LAYER/backward");
+  ops of no layer (the loss, the optimizer) are left out. Measured per-op
+  times of this machine's CPU, where the DAG's own are a GPU FLOPs model.
+- Early work: the ops of the step's graph that descend from no trainable
+  variable (dropout's random masks: they read only the seed generator's
+  state). In an unrolled block of K steps TensorFlow runs them for every
+  step as soon as the block starts, without waiting for the previous
+  step's updates (`tf_preempt.plan.execution.ExecutionModel.
+  early_compute`). Their share of all ops' profiled time is the result.
 
 Prints one JSON line: {"model", "per_worker_batch", "early_share",
 "early_ms", "ops_ms" (profiled, per step), "step_ms" (median unprofiled
 step), "early_ops" (the early ops' names, most time first, with ms),
 "unmatched_ms" (profiled ops the graph does not name: grappler's rewrites,
-counted as weight-dependent), "threads"}.
+counted as weight-dependent), "layer_ms" ({DAG op name: profiled ms per
+step}), "layer_share" (the share of all ops' profiled time the layers
+hold), "threads"}.
 """
 
 import collections
 import glob
 import json
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -111,8 +120,39 @@ def profiled_op_seconds(log_dir: str) -> Dict[str, float]:
   return dict(seconds)
 
 
+def layer_seconds(op_seconds: Dict[str, float], model_scope: str,
+                  layers: Iterable[str]) -> Dict[str, float]:
+  """Seconds per DAG op ("LAYER/forward" or "LAYER/backward").
+
+  Args:
+    op_seconds: {graph op name: seconds}, as `profiled_op_seconds` gives.
+    model_scope: the model's name (its name scope, maybe with a "_N"
+      suffix, is each op name's first part).
+    layers: the layer names the DAG knows.
+
+  Returns:
+    The seconds of the ops inside each layer's name scope (the scope of a
+    layer's call is its name, maybe with a "_N" suffix), forward, or
+    backward under "gradient_tape/"; ops outside every layer are left out.
+  """
+  known = set(layers)
+  out = collections.Counter()
+  for name, seconds in op_seconds.items():
+    phase = "forward"
+    if name.startswith("gradient_tape/"):
+      phase, name = "backward", name[len("gradient_tape/"):]
+    parts = name.split("/")
+    if len(parts) < 3 or re.sub(r"_\d+$", "", parts[0]) != model_scope:
+      continue
+    layer = parts[1] if parts[1] in known else re.sub(r"_\d+$", "",
+                                                      parts[1])
+    if layer in known:
+      out[f"{layer}/{phase}"] += seconds
+  return dict(out)
+
+
 def _train_step(model_name: str, batch_size: int):
-  """(the step's tf.function, its arguments, the trainable variables)."""
+  """(the step's tf.function, its arguments, the model)."""
   # pylint: disable=g-import-not-at-top
   import keras
   import tensorflow as tf
@@ -139,12 +179,12 @@ def _train_step(model_name: str, batch_size: int):
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
-  return step, (inputs, labels), model.trainable_variables
+  return step, (inputs, labels), model
 
 
 def measure(model_name: str, batch_size: int, steps: int,
             threads: Optional[int] = 1) -> Dict:
-  """The early-work record of one model (the module doc's JSON line).
+  """The step profile of one model (the module doc's JSON line).
 
   Args:
     model_name: a model of `tf_preempt.models.registry`.
@@ -160,11 +200,17 @@ def measure(model_name: str, batch_size: int, steps: int,
     RuntimeError: if the step's graph does not capture every trainable
       variable's handle.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tf_preempt import profile as profile_lib
+  # pylint: enable=g-import-not-at-top
   if threads is not None:
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-  step, args, weights = _train_step(model_name, batch_size)
+  step, args, model = _train_step(model_name, batch_size)
+  weights = model.trainable_variables
+  layers = {op.name.rsplit("/", 1)[0] for op in profile_lib.model_to_dag(
+      model, batch_size=batch_size).ops}
   graph = step.get_concrete_function(*args).graph
   handles = {id(getattr(v, "value", v).handle) for v in weights}
   weight_inputs = [internal.op.name for external, internal in graph.captures
@@ -191,13 +237,18 @@ def measure(model_name: str, batch_size: int, steps: int,
   early_s = {n: s for n, s in seconds.items() if n in early}
   unmatched = sum(s for n, s in seconds.items() if n not in known)
   top = sorted(early_s.items(), key=lambda item: -item[1])[:_TOP_OPS]
+  per_layer = layer_seconds(seconds, model.name, layers)
   return {"model": model_name, "per_worker_batch": batch_size,
           "early_share": sum(early_s.values()) / total if total else 0.0,
           "early_ms": sum(early_s.values()) / steps * 1e3,
           "ops_ms": total / steps * 1e3,
           "step_ms": statistics.median(times) * 1e3,
           "early_ops": [[n, s / steps * 1e3] for n, s in top],
-          "unmatched_ms": unmatched / steps * 1e3, "threads": threads}
+          "unmatched_ms": unmatched / steps * 1e3,
+          "layer_ms": {n: s / steps * 1e3 for n, s in sorted(
+              per_layer.items())},
+          "layer_share": sum(per_layer.values()) / total if total else 0.0,
+          "threads": threads}
 
 
 def main(argv: Sequence[str]) -> None:

@@ -1,17 +1,21 @@
-r"""How much of a training step's compute reads no weight (runs early)?
+r"""Profiles each model's training step: per-layer times and early work.
 
-  python scripts/bench_early_work.py [--models transformer_tiny,vgg_small,
+  python scripts/bench_step_profile.py [--models transformer_tiny,vgg_small,
       resnet20] [--batch_sizes 32,5,12] [--repeats 3] [--out DIR]
 
-Runs `tf_preempt.bench.early_work` once per model, batch and repeat, one
+Runs `tf_preempt.bench.step_profile` once per model, batch and repeat, one
 process at a time, pinned to one core as the benchmark's workers are: each
 run profiles the model's training step and prints the share of its ops'
 time spent in ops that descend from no trainable variable (dropout's random
-masks). In an unrolled block TensorFlow runs that work for every step at
-the block's start; `scripts/validate_sim.py` models it
-(`ExecutionModel.early_compute`: the median share times the step's
-compute) from `DIR/early_work.json` of the newest `*early-work` directory
-beside the results. Prints the shares; nothing here is asserted.
+masks) and each layer's forward and backward time. `DIR/step_profile.json`
+keeps every run and, per model, the median early share and the median
+share of each layer's forward and backward pass in the layers' time.
+`scripts/validate_sim.py` takes both from the newest `*step-profile*`
+directory beside the results: the layer shares as the per-op times of the
+model's DAG (scaled to the directory's measured compute), the early share
+as `ExecutionModel.early_compute` (in an unrolled block TensorFlow runs
+that work for every step at the block's start). Prints the shares;
+nothing here is asserted.
 """
 
 import json
@@ -37,11 +41,12 @@ def define_flags() -> None:
   flags.DEFINE_integer("steps", 20, "Steps timed, and as many profiled, "
                        "per run.")
   flags.DEFINE_float("timeout_s", 600, "Per run.")
-  flags.DEFINE_string("out", None, "Directory for early_work.json.")
+  flags.DEFINE_string("out", None, "Directory for step_profile.json.")
 
 
 def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
-  """{model: {"per_worker_batch", "early_share" (median), "shares"}}.
+  """{model: {"per_worker_batch", "early_share" (median), "shares",
+  "layer_shares": {DAG op: median share of the layers' time}}}.
 
   Raises:
     ValueError: if a model was measured at two batch sizes.
@@ -56,9 +61,15 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
       raise ValueError(f"{model}: measured at batch sizes {sorted(batches)};"
                        " one per model")
     shares = [r["early_share"] for r in runs]
+    ops = sorted({op for r in runs for op in r.get("layer_ms", {})})
+    layer_shares = {}
+    for op in ops:
+      layer_shares[op] = statistics.median(
+          r["layer_ms"].get(op, 0.0) / sum(r["layer_ms"].values())
+          for r in runs)
     out[model] = {"per_worker_batch": batches.pop(),
                   "early_share": statistics.median(shares),
-                  "shares": shares}
+                  "shares": shares, "layer_shares": layer_shares}
   return out
 
 
@@ -72,7 +83,7 @@ def main(argv: Sequence[str]) -> None:
   records = []
   for _ in range(f.repeats):
     for model, batch in zip(f.models, f.batch_sizes):
-      command = [sys.executable, "-m", "tf_preempt.bench.early_work",
+      command = [sys.executable, "-m", "tf_preempt.bench.step_profile",
                  f"--model={model}", f"--batch_size={int(batch)}",
                  f"--steps={f.steps}"]
       (record,) = launch.launch_for_stats(
@@ -89,7 +100,7 @@ def main(argv: Sequence[str]) -> None:
           f"{len(s['shares'])} runs")
   if f.out:
     os.makedirs(f.out, exist_ok=True)
-    path = os.path.join(f.out, "early_work.json")
+    path = os.path.join(f.out, "step_profile.json")
     with open(path, "w") as out:
       json.dump({"machine": runner.machine(), "models": summary,
                  "runs": records}, out, indent=1)

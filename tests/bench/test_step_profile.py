@@ -1,9 +1,9 @@
-"""Tests of tf_preempt.bench.early_work: the weight-free part of a step."""
+"""Tests of tf_preempt.bench.step_profile: per-layer times and the weight-free part."""
 
 import pytest
 import tensorflow as tf
 
-from tf_preempt.bench import early_work
+from tf_preempt.bench import step_profile
 
 
 def _graph_and_weight_inputs():
@@ -27,23 +27,39 @@ def _graph_and_weight_inputs():
 def test_weight_free_ops_are_those_no_weight_reaches():
   graph, inputs = _graph_and_weight_inputs()
   assert len(inputs) == 1
-  free = early_work.weight_free_ops(graph, inputs)
+  free = step_profile.weight_free_ops(graph, inputs)
   assert {"scaled", "mask", "noise"} <= free
   for name in ("product", "masked", inputs[0]):
     assert name not in free
   # Without weights every op is free.
-  assert early_work.weight_free_ops(graph, []) == {
+  assert step_profile.weight_free_ops(graph, []) == {
       op.name for op in graph.get_operations()}
+
+
+def test_layer_seconds_by_name_scope_and_phase():
+  seconds = {
+      "net_1/dense_1/MatMul": 2.0, "net_1/dense_1/BiasAdd": 1.0,
+      "gradient_tape/net_1/dense_1/MatMul/MatMul_1": 4.0,
+      "net_1/dense_1_1/MatMul": 0.5,  # a layer named dense_1, called again
+      "net_1/block_2/conv_1/Conv2D": 3.0,  # nested: the outer layer's
+      "net_1/dropout/Mul": 0.25,  # the scope without a suffix
+      "sgd/update/Sub": 9.0, "sparse_categorical_crossentropy/Neg": 9.0,
+      "other_1/dense_1/MatMul": 9.0,  # another model's scope
+  }
+  assert step_profile.layer_seconds(
+      seconds, "net", ["dense_1", "block", "dropout"]) == {
+          "dense_1/forward": 3.5, "dense_1/backward": 4.0,
+          "block/forward": 3.0, "dropout/forward": 0.25}
 
 
 def test_profiled_op_seconds_needs_a_profile(tmp_path):
   with pytest.raises(FileNotFoundError, match="no profile"):
-    early_work.profiled_op_seconds(str(tmp_path))
+    step_profile.profiled_op_seconds(str(tmp_path))
 
 
-def test_dropout_is_the_transformer_s_early_work_and_vgg_has_none():
+def test_transformer_s_early_work_is_dropout_and_layers_hold_the_time():
   # threads=None: other tests may have started TensorFlow's runtime.
-  record = early_work.measure("transformer_tiny", batch_size=4, steps=3,
+  record = step_profile.measure("transformer_tiny", batch_size=4, steps=3,
                               threads=None)
   assert 0 < record["early_share"] < 0.5
   assert record["early_ms"] < record["ops_ms"]
@@ -52,5 +68,10 @@ def test_dropout_is_the_transformer_s_early_work_and_vgg_has_none():
   dropout_ms = sum(ms for name, ms in record["early_ops"]
                    if "dropout" in name)
   assert dropout_ms > 0.5 * record["early_ms"]
-  vgg = early_work.measure("vgg_small", batch_size=2, steps=3, threads=None)
+  # The layers hold nearly all of the step's op time, each of the DAG's
+  # names (the loss and the optimizer are the rest).
+  assert 0.8 < record["layer_share"] <= 1.0
+  assert record["layer_ms"]["encoder1_attention/backward"] > 0
+  vgg = step_profile.measure("vgg_small", batch_size=2, steps=3, threads=None)
   assert vgg["early_share"] < 0.02
+  assert vgg["layer_ms"]["block1_conv1/forward"] > 0
