@@ -211,6 +211,12 @@ def define_flags() -> None:
                       f"newest {probe_inputs.ARRIVAL_ORDER_GLOB} beside the "
                       "results directory), 'none', or a runs.jsonl of "
                       "scripts/bench_arrival_order.py --json.")
+  flags.DEFINE_enum("layer_times", "flops", ["flops", "measured"],
+                    "The DAG's per-op times without a profile.json: the "
+                    "GPU FLOPs model's, or each layer's share of the step "
+                    "measured by scripts/bench_step_profile.py (the newest "
+                    f"{probe_inputs.STEP_PROFILE_GLOB} beside the "
+                    "results); either scaled to the measured compute.")
   flags.DEFINE_bool("latency_behind_bytes", True, "A collective's round "
                     "trips wait for the bytes ahead of it on the link "
                     "(ExecutionModel.latency_behind_bytes); "
@@ -252,7 +258,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              forward_share: str = "traces",
              reference: str = "median",
              order_penalty: str = "auto",
-             latency_behind_bytes: bool = True) -> Dict[str, Any]:
+             latency_behind_bytes: bool = True,
+             layer_times: str = "flops") -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
@@ -273,6 +280,11 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       scripts/bench_arrival_order.py
       (`probe_inputs.order_penalty_runs`).
     latency_behind_bytes: see `ExecutionModel.latency_behind_bytes`.
+    layer_times: the DAG's per-op times, without a profile.json: "flops"
+      (the GPU FLOPs model's) or "measured" (each layer's median share of
+      the step in the newest step profile beside the directory; the FLOPs
+      model's where there is none); either is scaled to the measured
+      compute.
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -321,8 +333,11 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   base_dag = simulate.model_dag(setup["model"], per_worker, gpu,
                                 profile_path if has_profile else None)
   scale = 1.0
-  shares, shares_source = (None, "") if has_profile else (
-      probe_inputs.layer_shares(results_dir, setup["model"]))
+  if layer_times not in ("flops", "measured"):
+    raise ValueError(f"layer_times={layer_times!r}: 'flops' or 'measured'")
+  shares, shares_source = (None, "") if (
+      has_profile or layer_times == "flops") else (
+          probe_inputs.layer_shares(results_dir, setup["model"]))
   if has_profile:
     compute_source = "profile.json"
   else:
@@ -455,8 +470,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              if h and first_ready.get(t) is not None]
     # With a profile (or --forward_share=flops) the per-op times are kept
     # and only the start-ups are fitted.
-    fixed_share = (flops_share if has_profile or shares is not None or
-                   forward_share == "flops"
+    fixed_share = (flops_share if has_profile or forward_share == "flops"
                    else forward_given)
     share_f, startups = trace_calibration.fit_block_head(
         heads, compute_total, fixed_share, default_share=flops_share)
@@ -681,6 +695,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                               "block_overhead_ms": block_overhead_ms,
                               "block_startup_ms": block_startup_ms,
                               "forward_share": forward_share,
+                              "layer_times": layer_times,
                               "reference": reference,
                               "order_penalty": order_penalty,
                               "latency_behind_bytes": latency_behind_bytes},
@@ -840,6 +855,7 @@ def main(argv: Sequence[str]) -> None:
                       block_overhead_ms=FLAGS.block_overhead_ms,
                       block_startup_ms=FLAGS.block_startup_ms,
                       forward_share=FLAGS.forward_share,
+                      layer_times=FLAGS.layer_times,
                       order_penalty=FLAGS.order_penalty,
                       latency_behind_bytes=FLAGS.latency_behind_bytes)
   table = format_table(report)

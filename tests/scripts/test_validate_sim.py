@@ -146,14 +146,20 @@ def test_layer_shares_of_the_step_profile_are_the_per_op_times(tmp_path):
           "per_worker_batch": 4, "early_share": 0.0, "shares": [0.0],
           "layer_shares": {"block1_conv1/forward": 0.3,
                            "block1_conv1/backward": 0.7}}}}))
-  report = validate_sim.validate(str(results_dir), cost_fallback="trace")
+  flops = validate_sim.validate(str(results_dir), cost_fallback="trace")
+  assert flops["inputs"]["compute"].startswith("v100 FLOPs model")
+  report = validate_sim.validate(str(results_dir), cost_fallback="trace",
+                                 layer_times="measured")
   assert report["inputs"]["compute"].startswith(
       "each layer's measured share of the step (2026-12-05-step-profile")
+  assert report["inputs"]["settings"]["layer_times"] == "measured"
   assert report["inputs"]["compute_scale"] > 0
   for row in report["rows"].values():
-    # Measured per-op times: the forward share is theirs, not fitted.
+    # Without heads to fit it to, the forward share is the layers'.
     assert row["calibration"]["forward_share"] == pytest.approx(0.3)
   assert "the step profile's shares stand in" in " ".join(report["missing"])
+  with pytest.raises(ValueError, match="layer_times"):
+    validate_sim.validate(str(results_dir), layer_times="gpu")
 
 
 def test_validate_from_command_and_given_cost(tmp_path):
