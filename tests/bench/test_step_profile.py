@@ -1,4 +1,4 @@
-"""Tests of tf_preempt.bench.step_profile: per-layer times and the weight-free part."""
+"""Tests of tf_preempt.bench.step_profile: layer times and early work."""
 
 import pytest
 import tensorflow as tf

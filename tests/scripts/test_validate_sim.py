@@ -108,7 +108,8 @@ def test_validate_with_traces(tmp_path):
   assert inputs["compute_scale"] > 0
   assert [m.split(":")[0] for m in report["missing"]] == [
       "profile.json", "cost_model.json",
-      "*step-profile*/step_profile.json beside the results", "plans/NAME@K.json"]
+      "*step-profile*/step_profile.json beside the results",
+      "plans/NAME@K.json"]
   table = validate_sim.format_table(report)
   assert "| pace@1 |" in table and "max |error|" in table
 

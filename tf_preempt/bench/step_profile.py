@@ -157,19 +157,17 @@ def _train_step(model_name: str, batch_size: int):
   import keras
   import tensorflow as tf
   from tf_preempt.models import registry
+  from tf_preempt.training import data
   # pylint: enable=g-import-not-at-top
   model = registry.get(model_name)
   optimizer = keras.optimizers.SGD(0.01)
   loss_fn = keras.losses.SparseCategoricalCrossentropy()
-  shape = [batch_size] + [int(d) for d in model.input_shape[1:]]
-  classes = int(model.output_shape[-1])
-  if model.inputs[0].dtype in ("int32", "int64"):
-    inputs = tf.random.stateless_uniform(shape, seed=[1, 2], maxval=classes,
-                                         dtype=tf.int32)
-  else:
-    inputs = tf.random.stateless_uniform(shape, seed=[1, 2])
-  labels = tf.random.stateless_uniform([batch_size], seed=[3, 4],
-                                       maxval=classes, dtype=tf.int32)
+  # The training binary's synthetic examples (token ids for a model that
+  # reads them).
+  spec = data.input_spec_of(model)
+  examples = [data.synthetic_example(spec, 0, i) for i in range(batch_size)]
+  inputs = tf.stack([x for x, _ in examples])
+  labels = tf.stack([y for _, y in examples])
 
   @tf.function
   def step(x, y):
@@ -255,7 +253,8 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
-  print(json.dumps(measure(f.model, f.batch_size, f.steps, f.threads)), flush=True)
+  record = measure(f.model, f.batch_size, f.steps, f.threads)
+  print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":
