@@ -128,9 +128,14 @@ def test_two_computing_workers_on_loopback():
   assert sum(g["steps"] for g in groups.values()) == steps - warmup
   for key, g in groups.items():
     if key != "nobody":
-      # 3 ms more of matmuls inside the step: that task arrives later by
-      # about that much (loosely: the machine is shared).
-      assert g["skew_ms"] >= 1.5
+      # Between its previous end and its arrival the late task computes
+      # 2 + 3 ms of matmuls by the probe's own calibration (loosely: the
+      # machine is shared). Its skew is that extra 3 ms less how much
+      # earlier its previous step ended than the other task's, as with a
+      # sleep (test_two_workers_on_loopback; 1.21 ms seen on a loaded
+      # machine), so only part of it.
+      assert g["gap_ms"] >= 3.0
+      assert g["skew_ms"] >= 1.0
 
 
 @pytest.mark.slow
