@@ -440,9 +440,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       disturbed.add(trace)
   compute_total = base_dag.forward_length() + base_dag.backward_end()
   flops_share = base_dag.forward_length() / compute_total
-  # Each later step's weight-free forward work, run at its block's start:
-  # subtracted from the heads before their start-ups are fitted, which
-  # would hold it otherwise.
+  # Each later step's weight-free forward work, run at its block's start
+  # (a part of the heads, which the start-ups would hold otherwise).
   early_share, early_source = probe_inputs.early_share(results_dir,
                                                        setup["model"])
   early = early_share * compute_total
@@ -464,16 +463,16 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     calib = trace_calibration.calibrate(
         blocks_of, exclude={results_files.trace_name(name)},
         disturbed=disturbed)
-    heads = [(k, first_ready[t], statistics.median(h) - early * (k - 1))
-             for t, h in sorted(calib["heads"].items())
-             for k in [results_files.trace_unroll(t)]
+    heads = [(results_files.trace_unroll(t), first_ready[t],
+              statistics.median(h)) for t, h in sorted(calib["heads"].items())
              if h and first_ready.get(t) is not None]
     # With a profile (or --forward_share=flops) the per-op times are kept
     # and only the start-ups are fitted.
     fixed_share = (flops_share if has_profile or forward_share == "flops"
                    else forward_given)
     share_f, startups = trace_calibration.fit_block_head(
-        heads, compute_total, fixed_share, default_share=flops_share)
+        heads, compute_total, fixed_share, default_share=flops_share,
+        early_s=early)
     dag = base_dag
     if fixed_share is None:
       dag = row_plans.with_forward_share(base_dag, share_f)

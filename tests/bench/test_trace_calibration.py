@@ -143,3 +143,10 @@ def test_fit_block_head_recovers_share_and_start_ups():
   assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
   assert trace_calibration.fit_block_head([], compute, default_share=0.3) == (
       0.3, {})
+  # Each later step's early compute is in its K's heads, not its start-up.
+  early = 0.002
+  with_early = [(k, f, h + early * (k - 1)) for k, f, h in samples]
+  fitted, startups = trace_calibration.fit_block_head(with_early, compute,
+                                                      early_s=early)
+  assert fitted == pytest.approx(share)
+  assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}

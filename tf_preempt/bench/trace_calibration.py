@@ -221,14 +221,17 @@ def lad_fit_terms(samples: Sequence[Tuple[Any, Callable[[float], float],
 
 def fit_block_head(samples: Sequence[Tuple[int, float, float]],
                    compute_s: float, share: Optional[float] = None,
-                   default_share: Optional[float] = None
+                   default_share: Optional[float] = None,
+                   early_s: float = 0.0
                    ) -> Tuple[Optional[float], Dict[int, float]]:
   """The forward share of compute and each K's block start-up, from heads.
 
   A block's head (its start to its first ready gradient) is modelled as
-  `startup[K] + compute_s * (share + (1 - share) * f)`, f the fraction of
-  the backward pass before the first collective is ready
-  (`first_ready_fraction`). Rows that reduce everything in one collective
+  `startup[K] + (K - 1) * early_s + compute_s * (share + (1 - share) * f)`,
+  f the fraction of the backward pass before the first collective is ready
+  (`first_ready_fraction`), early_s each later step's early compute
+  (`ExecutionModel.early_compute`, run at the block's start). Rows that
+  reduce everything in one collective
   (f = 1) measure the start-up alone; rows whose first collective holds
   only the last layers' gradients (f near 0) measure the forward share.
   Fitted by least absolute deviations (`lad_fit`, share in [0.05, 0.95]).
@@ -239,6 +242,7 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
     share: a given forward share (not fitted), or None.
     default_share: the share when the samples cannot tell it (their f
       differ by less than 0.25) and none is given.
+    early_s: seconds of each later step's early compute in a block.
 
   Returns:
     (share, {K: start-up seconds, >= 0}); share is None only if it was
@@ -246,6 +250,7 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   """
   if not samples:
     return (default_share if share is None else share), {}
+  samples = [(k, f, h - early_s * (k - 1)) for k, f, h in samples]
   fractions = [f for _, f, _ in samples]
   if share is None and max(fractions) - min(fractions) < 0.25:
     share = default_share
