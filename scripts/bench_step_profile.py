@@ -62,11 +62,9 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
                        " one per model")
     shares = [r["early_share"] for r in runs]
     ops = sorted({op for r in runs for op in r.get("layer_ms", {})})
-    layer_shares = {}
-    for op in ops:
-      layer_shares[op] = statistics.median(
-          r["layer_ms"].get(op, 0.0) / sum(r["layer_ms"].values())
-          for r in runs)
+    layer_shares = {op: statistics.median(
+        r["layer_ms"].get(op, 0.0) / sum(r["layer_ms"].values())
+        for r in runs) for op in ops}
     out[model] = {"per_worker_batch": batches.pop(),
                   "early_share": statistics.median(shares),
                   "shares": shares, "layer_shares": layer_shares}

@@ -18,27 +18,28 @@ from tf_preempt.bench import update_backlog
 DEFAULT_CREDIT_COLLECTIVES = 2
 
 
+def _with_durations(dag, duration_of):
+  """`dag` with each op's duration `duration_of(op)`."""
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  ops = [plan_lib.Op(o.name, o.phase, duration_of(o)) for o in dag.ops]
+  return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
+
+
 def scaled(dag, factor: float, forward_factor: Optional[float] = None):
   """`dag` with every op x factor (forward ops x forward_factor if given)."""
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
   fwd = factor if forward_factor is None else forward_factor
-  ops = [plan_lib.Op(o.name, o.phase,
-                     o.duration * (fwd if o.phase == "forward" else factor))
-         for o in dag.ops]
-  return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
+  return _with_durations(dag, lambda o: o.duration * (
+      fwd if o.phase == "forward" else factor))
 
 
 def with_shares(dag, shares: Dict[str, float]):
   """`dag` with each op's duration its share of the whole (ops missing from
   `shares` take 0), times the dag's own forward + backward length."""
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
   total = dag.forward_length() + dag.backward_end()
   unknown = sorted(set(shares) - {o.name for o in dag.ops})
   if unknown:
     raise ValueError(f"shares of ops the DAG does not have: {unknown[:5]}")
-  ops = [plan_lib.Op(o.name, o.phase, shares.get(o.name, 0.0) * total)
-         for o in dag.ops]
-  return plan_lib.TrainingDAG(ops, dag.edges, dag.tensors)
+  return _with_durations(dag, lambda o: shares.get(o.name, 0.0) * total)
 
 
 def with_forward_share(dag, share: float):
