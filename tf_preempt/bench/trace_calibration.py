@@ -231,9 +231,9 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   f the fraction of the backward pass before the first collective is ready
   (`first_ready_fraction`), early_s each later step's early compute
   (`ExecutionModel.early_compute`, run at the block's start). Rows that
-  reduce everything in one collective
-  (f = 1) measure the start-up alone; rows whose first collective holds
-  only the last layers' gradients (f near 0) measure the forward share.
+  reduce everything in one collective (f = 1) measure the start-up
+  alone; rows whose first collective holds only the last layers'
+  gradients (f near 0) measure the forward share.
   Fitted by least absolute deviations (`lad_fit`, share in [0.05, 0.95]).
 
   Args:
