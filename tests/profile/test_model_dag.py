@@ -173,11 +173,33 @@ class TestDurations:
     conv_flops = 2 * 224 * 224 * 64 * (3 * 3 * 64) * 32
     assert ops["block1_conv2/forward"].duration == pytest.approx(
         conv_flops / (spec.peak_flops * profile.DEFAULT_EFFICIENCY))
-    for name, op in ops.items():
-      if op.phase == "backward":
-        forward = ops[name.replace("/backward", "/forward")]
-        assert op.duration == pytest.approx(2 * forward.duration)
-      assert op.duration > 0
+    # A convolution computes both gradients, a pooling only its input's,
+    # the first convolution (reading the images) only its weights'.
+    for name, passes in (("block1_conv2", 2), ("block1_pool", 1),
+                         ("fc1", 2), ("block1_conv1", 1)):
+      assert ops[f"{name}/backward"].duration == pytest.approx(
+          passes * ops[f"{name}/forward"].duration), name
+    assert all(op.duration > 0 for op in ops.values())
+
+  def test_backward_skips_the_passes_autodiff_does_not_run(self, resnet20):
+    ops = _ops(profile.model_to_dag(resnet20, batch_size=32,
+                                    backward_ratio=3.0))
+    def ratio(name):
+      return (ops[f"{name}/backward"].duration /
+              ops[f"{name}/forward"].duration)
+    assert ratio("conv2_block1_1_conv") == pytest.approx(3.0)
+    assert ratio("conv2_block1_1_bn") == pytest.approx(3.0)
+    assert ratio("conv2_block1_1_relu") == pytest.approx(1.5)
+    assert ratio("conv1_conv") == pytest.approx(1.5)
+    assert ops["conv2_block1_add/backward"].duration == 0
+    assert ops["conv2_block1_add/forward"].duration > 0
+
+  def test_sparse_embedding_backward_does_no_work(self):
+    ops = _ops(profile.model_to_dag(models.get("transformer_tiny")))
+    assert ops["embedding/forward"].duration > 0
+    assert ops["embedding/backward"].duration == 0
+    assert ops["position_encoding/backward"].duration == pytest.approx(
+        ops["position_encoding/forward"].duration)
 
   def test_durations_scale_with_batch_and_gpu(self, resnet20):
     small = profile.model_to_dag(resnet20, batch_size=32)

@@ -39,7 +39,13 @@ and `bytes_moved` is the inputs, outputs and weights read or written once.
 Convolutions and dense layers are compute-bound on a GPU; batch norm, ReLU,
 adds and pooling are memory-bound, which the second term captures. The
 backward pass costs `backward_ratio` (2 by default) times the forward pass:
-one pass for the gradient of the inputs, one for that of the weights. The
+one pass for the gradient of the inputs, one for that of the weights. A
+call skips a pass autodiff does not run: a layer without trainable weights
+(activations, pooling, dropout) or with only a sparse gradient (an
+`Embedding`'s is the incoming gradient as `tf.IndexedSlices`, no kernel)
+has no weight gradient to compute, and a call that reads only the model's
+inputs (the first convolution, the embedding lookup) none of its inputs';
+an `Add` passes its incoming gradient on unchanged and does no work. The
 efficiency (0.4 by default) is the fraction of peak that framework kernels
 reach on average; it is a stand-in for measurement, and measured per-op
 seconds can replace any estimate (`profile`, e.g. from `load_profile`).
@@ -358,7 +364,9 @@ def model_to_dag(model: keras.Model,
     batch_size: examples per worker per step; scales the estimates.
     gpu: a key of `GPU_SPECS`, the device the estimate is for.
     efficiency: fraction of peak compute and bandwidth reached, in (0, 1].
-    backward_ratio: backward / forward duration of every call, > 0.
+    backward_ratio: backward / forward duration of a call that computes both
+      an input and a weight gradient, > 0; half of it per pass (see the
+      module docstring for the calls that skip one or both).
     profile: measured seconds by op name; they replace the estimates of the
       ops they name.
 
@@ -411,6 +419,7 @@ def model_to_dag(model: keras.Model,
         out.extend(working_parents(parent))
     return out
 
+  dense_owners = _dense_gradient_owners(model, kept, batch_size)
   ops, edges = [], []
   for c in kept:
     cost = call_cost(c.layer, _node_inputs(c.node), c.node.outputs)
@@ -419,9 +428,12 @@ def model_to_dag(model: keras.Model,
         cost.flops * batch_size / (peak * efficiency),
         (cost.activation_bytes * batch_size + cost.weight_bytes) /
         (spec.memory_bandwidth * efficiency))
+    parents = list(dict.fromkeys(working_parents(c.node), None))
+    passes = _backward_passes(c, bool(parents), c in dense_owners)
     ops.append(Op(f"{c.name}/{FORWARD}", FORWARD, forward_s))
-    ops.append(Op(f"{c.name}/{BACKWARD}", BACKWARD, forward_s * backward_ratio))
-    for p in dict.fromkeys(working_parents(c.node), None):
+    ops.append(Op(f"{c.name}/{BACKWARD}", BACKWARD,
+                  forward_s * backward_ratio * passes / 2))
+    for p in parents:
       edges.append((f"{p.name}/{FORWARD}", f"{c.name}/{FORWARD}"))
       edges.append((f"{c.name}/{BACKWARD}", f"{p.name}/{BACKWARD}"))
 
@@ -437,6 +449,38 @@ def model_to_dag(model: keras.Model,
     ops = [Op(op.name, op.phase, float(profile.get(op.name, op.duration)))
            for op in ops]
   return TrainingDAG(ops, edges, tensors)
+
+
+def _variable_owners(kept: Sequence[_Call]) -> Dict[int, List[_Call]]:
+  """The calls reading each trainable variable, by the variable's id."""
+  owners: Dict[int, List[_Call]] = {}
+  for c in kept:
+    for v in c.layer.trainable_weights:
+      calls = owners.setdefault(id(v), [])
+      if c not in calls:
+        calls.append(c)
+  return owners
+
+
+def _dense_gradient_owners(model, kept: Sequence[_Call], batch_size: int
+                           ) -> List[_Call]:
+  """The calls that compute a dense weight gradient."""
+  owners = _variable_owners(kept)
+  out = []
+  for v in model.trainable_variables:
+    calls = owners.get(id(v), ())
+    if calls and _sparse_gradient(v, calls, batch_size) is None:
+      out.extend(c for c in calls if c not in out)
+  return out
+
+
+def _backward_passes(call: _Call, input_gradient: bool,
+                     weight_gradient: bool) -> int:
+  """How many forward-sized passes the call's backward op runs (0-2)."""
+  if isinstance(call.layer, keras.layers.Add):
+    # The gradient of a sum is the incoming gradient, for every input.
+    return 0
+  return int(input_gradient) + int(weight_gradient)
 
 
 def _sparse_gradient(v, calls: Sequence[_Call], batch_size: int
@@ -470,12 +514,7 @@ def _sparse_gradient(v, calls: Sequence[_Call], batch_size: int
 def _tensors(model, kept: Sequence[_Call], edges: List[Tuple[str, str]],
              batch_size: int) -> List[TensorInfo]:
   """One tensor per trainable variable; adds the shared-weight join edges."""
-  owners: Dict[int, List[_Call]] = {}
-  for c in kept:
-    for v in c.layer.trainable_weights:
-      calls = owners.setdefault(id(v), [])
-      if c not in calls:
-        calls.append(c)
+  owners = _variable_owners(kept)
   tensors = []
   for v in model.trainable_variables:
     calls = owners.get(id(v))
