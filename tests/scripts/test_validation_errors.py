@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tf_preempt.testing import scripts
 
 validation_errors = scripts.load_script("validation_errors")
@@ -41,3 +43,67 @@ def test_cli_reads_a_glob_and_refuses_none(tmp_path):
       cwd=scripts.REPO)
   assert done.returncode == 2 and "no report matches" in done.stderr
 
+
+
+def _benchmark(tmp_path, name, repeats):
+  results_dir = tmp_path / name
+  results_dir.mkdir()
+  (results_dir / "results.json").write_text(json.dumps({"schedulers": {
+      row: {"step_s": steps} for row, steps in repeats.items()}}))
+  return str(results_dir)
+
+
+def _full_report(path, results_dir, rows):
+  path.write_text(json.dumps({
+      "target": 0.10, "inputs": {"results_dir": results_dir},
+      "rows": {name: {"error": None if predicted is None else
+                      (predicted - measured) / measured,
+                      "predicted_s": predicted}
+               for name, (predicted, measured) in rows.items()}}))
+  return str(path)
+
+
+def test_misses_with_their_repeats(tmp_path):
+  results_dir = _benchmark(tmp_path, "run", {
+      "ddp@1": [0.020, 0.030], "pace@2": [0.100, 0.102, 0.104],
+      "tf_default@1": [0.050, 0.051]})
+  path = _full_report(tmp_path / "run.json", results_dir, {
+      "ddp@1": (0.021, 0.025),        # -16%, 5% above the fast repeat
+      "pace@2": (0.080, 0.102),       # -21.6%, tight repeats
+      "tf_default@1": (0.052, 0.0505),  # within the target
+      "priority@1": (None, 0.2)})     # no prediction
+  misses = validation_errors.row_misses([path])
+  assert [m["row"] for m in misses] == ["ddp@1", "pace@2"]
+  ddp, pace = misses
+  assert ddp["spread"] == pytest.approx(0.5)
+  assert ddp["nearest_error"] == pytest.approx(0.05)
+  assert pace["spread"] == pytest.approx(0.04)
+  assert pace["nearest_error"] == pytest.approx(-0.2)
+  text = validation_errors.format_misses(misses)
+  assert "run.json ddp@1: -16.0%, 20.0, 30.0 (50%), +5.0%" in text
+  assert text.splitlines()[-1] == (
+      "2 rows miss; 1 have repeats further apart than the target; 1 are "
+      "within it of a repeat")
+
+
+def test_misses_need_the_benchmark_directory(tmp_path):
+  path = tmp_path / "bare.json"
+  path.write_text(json.dumps({"rows": {"ddp@1": {"error": 0.5}}}))
+  with pytest.raises(ValueError, match="results_dir"):
+    validation_errors.row_misses([str(path)])
+  results_dir = _benchmark(tmp_path, "run", {"ddp@1": [0.02]})
+  path = _full_report(tmp_path / "run.json", results_dir,
+                      {"pace@2": (0.05, 0.02)})
+  with pytest.raises(ValueError, match="'pace@2' has no repeats"):
+    validation_errors.row_misses([path])
+
+
+def test_cli_lists_the_misses(tmp_path):
+  results_dir = _benchmark(tmp_path, "run", {"ddp@1": [0.020, 0.030]})
+  _full_report(tmp_path / "run.json", results_dir, {"ddp@1": (0.021, 0.025)})
+  out = subprocess.run(
+      [sys.executable, scripts.script_path("validation_errors"), "--misses",
+       str(tmp_path / "*.json")], capture_output=True, text=True,
+      check=True, cwd=scripts.REPO).stdout
+  assert "run.json ddp@1: -16.0%, 20.0, 30.0 (50%), +5.0%" in out
+  assert out.splitlines()[-1].startswith("1 rows miss; 1 have repeats")
