@@ -194,6 +194,18 @@ class TestDurations:
     assert ops["conv2_block1_add/backward"].duration == 0
     assert ops["conv2_block1_add/forward"].duration > 0
 
+  def test_no_input_gradient_behind_fixed_preprocessing(self):
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Rescaling(1 / 255, name="scale")(inputs)
+    x = keras.layers.Conv2D(4, 3, name="conv_a")(x)
+    x = keras.layers.Conv2D(4, 3, name="conv_b")(x)
+    ops = _ops(profile.model_to_dag(keras.Model(inputs, x), batch_size=4))
+    assert ops["scale/backward"].duration == 0
+    assert ops["conv_a/backward"].duration == pytest.approx(
+        ops["conv_a/forward"].duration)
+    assert ops["conv_b/backward"].duration == pytest.approx(
+        2 * ops["conv_b/forward"].duration)
+
   def test_sparse_embedding_backward_does_no_work(self):
     ops = _ops(profile.model_to_dag(models.get("transformer_tiny")))
     assert ops["embedding/forward"].duration > 0

@@ -43,8 +43,9 @@ one pass for the gradient of the inputs, one for that of the weights. A
 call skips a pass autodiff does not run: a layer without trainable weights
 (activations, pooling, dropout) or with only a sparse gradient (an
 `Embedding`'s is the incoming gradient as `tf.IndexedSlices`, no kernel)
-has no weight gradient to compute, and a call that reads only the model's
-inputs (the first convolution, the embedding lookup) none of its inputs';
+has no weight gradient to compute, and a call none of whose inputs depends
+on a trainable weight (the first convolution, reading the model's inputs
+or a fixed preprocessing layer; the embedding lookup) none of its inputs';
 an `Add` passes its incoming gradient on unchanged and does no work. The
 efficiency (0.4 by default) is the fraction of peak that framework kernels
 reach on average; it is a stand-in for measurement, and measured per-op
@@ -420,6 +421,9 @@ def model_to_dag(model: keras.Model,
     return out
 
   dense_owners = _dense_gradient_owners(model, kept, batch_size)
+  # Calls whose output depends on a trainable weight: only through them
+  # does autodiff compute a gradient of the inputs. `kept` is topological.
+  weight_dependent = set()
   ops, edges = [], []
   for c in kept:
     cost = call_cost(c.layer, _node_inputs(c.node), c.node.outputs)
@@ -429,7 +433,10 @@ def model_to_dag(model: keras.Model,
         (cost.activation_bytes * batch_size + cost.weight_bytes) /
         (spec.memory_bandwidth * efficiency))
     parents = list(dict.fromkeys(working_parents(c.node), None))
-    passes = _backward_passes(c, bool(parents), c in dense_owners)
+    input_gradient = any(id(p) in weight_dependent for p in parents)
+    if input_gradient or c.layer.trainable_weights:
+      weight_dependent.add(id(c))
+    passes = _backward_passes(c, input_gradient, c in dense_owners)
     ops.append(Op(f"{c.name}/{FORWARD}", FORWARD, forward_s))
     ops.append(Op(f"{c.name}/{BACKWARD}", BACKWARD,
                   forward_s * backward_ratio * passes / 2))
