@@ -206,6 +206,51 @@ class TestDurations:
     assert ops["conv_b/backward"].duration == pytest.approx(
         2 * ops["conv_b/forward"].duration)
 
+  def test_nested_model_keeps_both_passes(self):
+    inner_in = keras.Input((8, 8, 3))
+    y = keras.layers.Conv2D(4, 3, name="inner_a")(inner_in)
+    y = keras.layers.Conv2D(4, 3, name="inner_b")(y)
+    backbone = keras.Model(inner_in, y, name="backbone")
+    inputs = keras.Input((8, 8, 3))
+    ops = _ops(profile.model_to_dag(keras.Model(inputs, backbone(inputs)),
+                                    batch_size=4))
+    assert ops["backbone/backward"].duration == pytest.approx(
+        2 * ops["backbone/forward"].duration)
+
+  def test_frozen_and_integer_outputs_stop_the_input_gradient(self):
+    inputs = keras.Input((6,))
+    frozen = keras.layers.Dense(6, name="frozen")
+    frozen.trainable = False
+    x = frozen(inputs)
+    x = keras.layers.Dense(6, name="after_frozen")(x)
+    ids = keras.ops.argmax(x, axis=-1)  # an operation, int32
+    e = keras.layers.Embedding(6, 4, name="lookup")(ids)
+    y = keras.layers.Dense(4, name="head")(keras.ops.add(e, e))
+    model = keras.Model(inputs, [x, y])
+    ops = _ops(profile.model_to_dag(model, batch_size=4))
+    assert ops["frozen/backward"].duration == 0
+    assert ops["after_frozen/backward"].duration == pytest.approx(
+        ops["after_frozen/forward"].duration)
+    # argmax has no gradient: nothing flows back through it.
+    assert ops["argmax/forward"].duration > 0
+    assert ops["argmax/backward"].duration == 0
+    assert ops["lookup/backward"].duration == 0
+    # keras.ops.add, like the Add layer, passes its gradient on.
+    assert ops["add/backward"].duration == 0
+    assert ops["head/backward"].duration == pytest.approx(
+        2 * ops["head/forward"].duration)
+
+  def test_shared_layer_call_on_a_weight_output_computes_both(self):
+    inputs = keras.Input((6,))
+    shared = keras.layers.Dense(6, name="shared")
+    x = shared(inputs)
+    x = shared(x)
+    ops = _ops(profile.model_to_dag(keras.Model(inputs, x), batch_size=4))
+    assert ops["shared@0/backward"].duration == pytest.approx(
+        ops["shared@0/forward"].duration)
+    assert ops["shared@1/backward"].duration == pytest.approx(
+        2 * ops["shared@1/forward"].duration)
+
   def test_sparse_embedding_backward_does_no_work(self):
     ops = _ops(profile.model_to_dag(models.get("transformer_tiny")))
     assert ops["embedding/forward"].duration > 0

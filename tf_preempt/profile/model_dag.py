@@ -45,8 +45,11 @@ call skips a pass autodiff does not run: a layer without trainable weights
 `Embedding`'s is the incoming gradient as `tf.IndexedSlices`, no kernel)
 has no weight gradient to compute, and a call none of whose inputs depends
 on a trainable weight (the first convolution, reading the model's inputs
-or a fixed preprocessing layer; the embedding lookup) none of its inputs';
-an `Add` passes its incoming gradient on unchanged and does no work. The
+or a fixed preprocessing layer; the embedding lookup; a layer behind an
+integer output such as an argmax) none of its inputs'; a call with only
+integer outputs, and an `Add` layer or `keras.ops.add` (it passes its
+incoming gradient on unchanged), do no backward work. A nested model, one call here, keeps
+both passes if it has trainable weights. The
 efficiency (0.4 by default) is the fraction of peak that framework kernels
 reach on average; it is a stand-in for measurement, and measured per-op
 seconds can replace any estimate (`profile`, e.g. from `load_profile`).
@@ -420,9 +423,15 @@ def model_to_dag(model: keras.Model,
         out.extend(working_parents(parent))
     return out
 
-  dense_owners = _dense_gradient_owners(model, kept, batch_size)
-  # Calls whose output depends on a trainable weight: only through them
-  # does autodiff compute a gradient of the inputs. `kept` is topological.
+  owners = _variable_owners(kept)
+  sparse = {id(v): _sparse_gradient(v, owners[id(v)], batch_size)
+            for v in model.trainable_variables if id(v) in owners}
+  dense_owners = {id(c) for v in model.trainable_variables
+                  if id(v) in owners and sparse[id(v)] is None
+                  for c in owners[id(v)]}
+  # Calls whose (floating-point) output depends on a trainable weight:
+  # only through them does autodiff compute a gradient of the inputs.
+  # `kept` is topological.
   weight_dependent = set()
   ops, edges = [], []
   for c in kept:
@@ -434,9 +443,12 @@ def model_to_dag(model: keras.Model,
         (spec.memory_bandwidth * efficiency))
     parents = list(dict.fromkeys(working_parents(c.node), None))
     input_gradient = any(id(p) in weight_dependent for p in parents)
-    if input_gradient or c.layer.trainable_weights:
+    # No gradient flows back into an integer output (argmax, a cast).
+    differentiable = any(_is_float(t) for t in c.node.outputs)
+    if differentiable and (input_gradient or _trainable_weights(c.layer)):
       weight_dependent.add(id(c))
-    passes = _backward_passes(c, input_gradient, c in dense_owners)
+    passes = _backward_passes(c, input_gradient, id(c) in dense_owners
+                              ) if differentiable else 0
     ops.append(Op(f"{c.name}/{FORWARD}", FORWARD, forward_s))
     ops.append(Op(f"{c.name}/{BACKWARD}", BACKWARD,
                   forward_s * backward_ratio * passes / 2))
@@ -444,7 +456,7 @@ def model_to_dag(model: keras.Model,
       edges.append((f"{p.name}/{FORWARD}", f"{c.name}/{FORWARD}"))
       edges.append((f"{c.name}/{BACKWARD}", f"{p.name}/{BACKWARD}"))
 
-  tensors = _tensors(model, kept, edges, batch_size)
+  tensors = _tensors(model, owners, sparse, edges)
 
   if profile:
     names = {op.name for op in ops}
@@ -458,35 +470,47 @@ def model_to_dag(model: keras.Model,
   return TrainingDAG(ops, edges, tensors)
 
 
+def _trainable_weights(layer) -> Sequence:
+  """A layer's trainable weights; none for an operation (`keras.ops`)."""
+  return getattr(layer, "trainable_weights", None) or ()
+
+
+def _is_float(tensor) -> bool:
+  return keras.backend.is_float_dtype(
+      keras.backend.standardize_dtype(tensor.dtype))
+
+
 def _variable_owners(kept: Sequence[_Call]) -> Dict[int, List[_Call]]:
   """The calls reading each trainable variable, by the variable's id."""
   owners: Dict[int, List[_Call]] = {}
   for c in kept:
-    for v in c.layer.trainable_weights:
+    for v in _trainable_weights(c.layer):
       calls = owners.setdefault(id(v), [])
       if c not in calls:
         calls.append(c)
   return owners
 
 
-def _dense_gradient_owners(model, kept: Sequence[_Call], batch_size: int
-                           ) -> List[_Call]:
-  """The calls that compute a dense weight gradient."""
-  owners = _variable_owners(kept)
-  out = []
-  for v in model.trainable_variables:
-    calls = owners.get(id(v), ())
-    if calls and _sparse_gradient(v, calls, batch_size) is None:
-      out.extend(c for c in calls if c not in out)
-  return out
-
-
 def _backward_passes(call: _Call, input_gradient: bool,
                      weight_gradient: bool) -> int:
-  """How many forward-sized passes the call's backward op runs (0-2)."""
-  if isinstance(call.layer, keras.layers.Add):
+  """How many forward-sized passes the call's backward op runs (0-2).
+
+  Args:
+    call: the layer call.
+    input_gradient: whether an input of the call depends on a trainable
+      weight (autodiff computes the inputs' gradient only then).
+    weight_gradient: whether the call computes a dense weight gradient.
+
+  Returns:
+    0, 1 or 2.
+  """
+  if type(call.layer).__name__ == "Add":  # the layer or keras.ops.add
     # The gradient of a sum is the incoming gradient, for every input.
     return 0
+  if weight_gradient and hasattr(call.layer, "_nodes_by_depth"):
+    # A nested model is one call: its inner layers after the first compute
+    # their inputs' gradient whatever the outer inputs are.
+    return 2
   return int(input_gradient) + int(weight_gradient)
 
 
@@ -518,10 +542,10 @@ def _sparse_gradient(v, calls: Sequence[_Call], batch_size: int
                         indices_nbytes=rows * index_itemsize)
 
 
-def _tensors(model, kept: Sequence[_Call], edges: List[Tuple[str, str]],
-             batch_size: int) -> List[TensorInfo]:
+def _tensors(model, owners: Dict[int, List[_Call]],
+             sparse: Dict[int, Optional[SparseGradient]],
+             edges: List[Tuple[str, str]]) -> List[TensorInfo]:
   """One tensor per trainable variable; adds the shared-weight join edges."""
-  owners = _variable_owners(kept)
   tensors = []
   for v in model.trainable_variables:
     calls = owners.get(id(v))
@@ -542,7 +566,7 @@ def _tensors(model, kept: Sequence[_Call], edges: List[Tuple[str, str]],
         name=v.path, nbytes=elements * itemsize, producer=producer,
         consumers=tuple(f"{c.name}/{FORWARD}" for c in calls),
         itemsize=itemsize,
-        sparse=_sparse_gradient(v, calls, batch_size)))
+        sparse=sparse[id(v)]))
   # Several join edges can repeat when several variables are shared alike.
   edges[:] = list(dict.fromkeys(edges))
   return tensors
