@@ -35,13 +35,25 @@ _MISSES = flags.DEFINE_bool(
     "their repeats' spread, instead of the per-row summary.")
 
 
+# The repository: a report's results_dir is relative to it.
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load(path: str) -> Dict[str, Any]:
+  with open(path) as f:
+    return json.load(f)
+
+
+def _pct(x: float) -> str:
+  return f"{x * 100:+.1f}%"
+
+
 def row_errors(paths: Sequence[str]) -> Dict[str, List[float]]:
   """{row: its signed errors (fractions)} over the reports at `paths`,
   rows without a prediction left out."""
   errors = {}
   for path in paths:
-    with open(path) as f:
-      report = json.load(f)
+    report = _load(path)
     for name, row in report["rows"].items():
       if row.get("error") is not None:
         errors.setdefault(name, []).append(row["error"])
@@ -52,11 +64,11 @@ def format_errors(errors: Dict[str, List[float]]) -> str:
   """One line per row, sorted by name."""
   lines = ["row: reports, under-predicted, error mean / median / min / max"]
   for name, values in sorted(errors.items()):
-    pct = lambda x: f"{x * 100:+.1f}%"
     lines.append(
         f"{name}: {len(values)}, {sum(v < 0 for v in values)}, "
-        f"{pct(statistics.mean(values))} / {pct(statistics.median(values))}"
-        f" / {pct(min(values))} / {pct(max(values))}")
+        f"{_pct(statistics.mean(values))} / "
+        f"{_pct(statistics.median(values))} / {_pct(min(values))} / "
+        f"{_pct(max(values))}")
   return "\n".join(lines)
 
 
@@ -65,40 +77,44 @@ def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
 
   Args:
     paths: `validate_sim.py --json` reports; each names its benchmark
-      directory (`inputs.results_dir`, relative to the working directory
-      or absolute), whose results.json holds each row's repeats
-      (`step_s`).
+      directory (`inputs.results_dir`: absolute, or relative to the
+      working directory or else to the repository), whose results.json
+      holds each row's repeats (`step_s`).
 
   Returns:
     One dict per missed row, in report and row order: report (its path),
     row, error, predicted_s, repeats_s, spread (largest repeat over the
-    smallest, less 1) and nearest_error (the signed error against the
-    repeat nearest the prediction).
+    smallest, less 1), nearest_error (the signed error against the
+    repeat nearest the prediction) and target (the report's).
 
   Raises:
     ValueError: if a report names no benchmark directory, or its
-      results.json lacks a missed row's repeats.
+      results.json lacks a missed row's repeats or has one that is not
+      positive.
+    KeyError: if a report or results.json lacks `rows`, `predicted_s` or
+      `schedulers` (not made by validate_sim.py and bench.py).
     OSError: if a results.json cannot be read.
   """
   out = []
   for path in paths:
-    with open(path) as f:
-      report = json.load(f)
+    report = _load(path)
     target = report.get("target", 0.10)
     results_dir = (report.get("inputs") or {}).get("results_dir")
     if not results_dir:
       raise ValueError(f"{path}: no inputs.results_dir; run "
                        "scripts/validate_sim.py --json to make the report.")
-    with open(os.path.join(results_dir, "results.json")) as f:
-      schedulers = json.load(f)["schedulers"]
+    if not os.path.isdir(results_dir):
+      results_dir = os.path.join(_REPO, results_dir)
+    schedulers = _load(os.path.join(results_dir, "results.json"))[
+        "schedulers"]
     for name, row in report["rows"].items():
       error = row.get("error")
       if error is None or abs(error) <= target:
         continue
       repeats = (schedulers.get(name) or {}).get("step_s")
-      if not repeats:
+      if not repeats or min(repeats) <= 0:
         raise ValueError(f"{results_dir}/results.json: row {name!r} has no "
-                         "repeats (step_s).")
+                         f"positive repeats (step_s: {repeats!r}).")
       predicted = row["predicted_s"]
       nearest = min(repeats, key=lambda x: abs(predicted - x))
       out.append({"report": path, "row": name, "error": error,
@@ -110,15 +126,22 @@ def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
 
 
 def format_misses(misses: Sequence[Dict[str, Any]]) -> str:
-  """One line per missed row, then how many are noisier than the target."""
-  pct = lambda x: f"{x * 100:+.1f}%"
+  """The misses as text.
+
+  Args:
+    misses: `row_misses`'s dicts.
+
+  Returns:
+    One line per missed row, then how many have repeats further apart
+    than the target and how many are within it of a repeat.
+  """
   lines = ["report row: error, repeats ms (spread), error against the "
            "nearest repeat"]
   for m in misses:
     repeats = ", ".join(f"{x * 1e3:.1f}" for x in m["repeats_s"])
     lines.append(
-        f"{os.path.basename(m['report'])} {m['row']}: {pct(m['error'])}, "
-        f"{repeats} ({m['spread'] * 100:.0f}%), {pct(m['nearest_error'])}")
+        f"{os.path.basename(m['report'])} {m['row']}: {_pct(m['error'])}, "
+        f"{repeats} ({m['spread'] * 100:.0f}%), {_pct(m['nearest_error'])}")
   noisy = sum(m["spread"] > m["target"] for m in misses)
   near = sum(abs(m["nearest_error"]) <= m["target"] for m in misses)
   lines.append(f"{len(misses)} rows miss; {noisy} have repeats further "

@@ -94,7 +94,7 @@ def test_misses_need_the_benchmark_directory(tmp_path):
   results_dir = _benchmark(tmp_path, "run", {"ddp@1": [0.02]})
   path = _full_report(tmp_path / "run.json", results_dir,
                       {"pace@2": (0.05, 0.02)})
-  with pytest.raises(ValueError, match="'pace@2' has no repeats"):
+  with pytest.raises(ValueError, match="'pace@2' has no positive repeats"):
     validation_errors.row_misses([path])
 
 
@@ -107,3 +107,14 @@ def test_cli_lists_the_misses(tmp_path):
       check=True, cwd=scripts.REPO).stdout
   assert "run.json ddp@1: -16.0%, 20.0, 30.0 (50%), +5.0%" in out
   assert out.splitlines()[-1].startswith("1 rows miss; 1 have repeats")
+
+
+def test_misses_find_a_repository_directory_from_elsewhere(
+    tmp_path, monkeypatch):
+  results_dir = "benchmarks/results/2026-12-06-transformer_tiny-2gbit-heldout-5"
+  path = _full_report(tmp_path / "r.json", results_dir,
+                      {"pace@2": (0.050, 0.0677)})
+  monkeypatch.chdir(tmp_path)
+  (miss,) = validation_errors.row_misses([path])
+  assert len(miss["repeats_s"]) == 5
+  assert miss["error"] == pytest.approx(0.050 / 0.0677 - 1)
