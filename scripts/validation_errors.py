@@ -15,9 +15,9 @@ With --misses it lists instead every row outside its report's target,
 with the row's repeats from the benchmark's results.json: how far apart
 they are (the largest over the smallest, less 1) and the error against
 the repeat nearest the prediction. A row whose repeats are further apart
-than the target has a median that the machine's noise moves by more than
-the target; a row within the target of some repeat is one that a single
-undisturbed run would have met.
+than the target is one whose runs the machine's noise moved by more than
+the target; a row within the target of some repeat is one that a run
+would have met.
 """
 
 import glob
