@@ -89,6 +89,9 @@ def train(strategy, variant, workdir):
   checkpoint = os.path.join(workdir, "ckpt-{epoch}.weights.h5")
   history = model.fit(
       _dataset(variant), epochs=EPOCHS, verbose=0,
+      # The dataset fixes the order; Keras ignores (and warns about) its
+      # default shuffle=True for a tf.data.Dataset.
+      shuffle=False,
       validation_data=_dataset(variant),
       callbacks=[
           counter,
