@@ -48,8 +48,8 @@ on a trainable weight (the first convolution, reading the model's inputs
 or a fixed preprocessing layer; the embedding lookup; a layer behind an
 integer output such as an argmax) none of its inputs'; a call with only
 integer outputs, and an `Add` layer or `keras.ops.add` (it passes its
-incoming gradient on unchanged), do no backward work. A nested model, one call here, keeps
-both passes if it has trainable weights. The
+incoming gradient on unchanged), do no backward work. A nested model, one
+call here, keeps both passes if it has trainable weights. The
 efficiency (0.4 by default) is the fraction of peak that framework kernels
 reach on average; it is a stand-in for measurement, and measured per-op
 seconds can replace any estimate (`profile`, e.g. from `load_profile`).
@@ -443,12 +443,10 @@ def model_to_dag(model: keras.Model,
         (spec.memory_bandwidth * efficiency))
     parents = list(dict.fromkeys(working_parents(c.node), None))
     input_gradient = any(id(p) in weight_dependent for p in parents)
-    # No gradient flows back into an integer output (argmax, a cast).
-    differentiable = any(_is_float(t) for t in c.node.outputs)
-    if differentiable and (input_gradient or _trainable_weights(c.layer)):
+    passes = _backward_passes(c, input_gradient, id(c) in dense_owners)
+    if _differentiable(c) and (input_gradient or
+                               _trainable_weights(c.layer)):
       weight_dependent.add(id(c))
-    passes = _backward_passes(c, input_gradient, id(c) in dense_owners
-                              ) if differentiable else 0
     ops.append(Op(f"{c.name}/{FORWARD}", FORWARD, forward_s))
     ops.append(Op(f"{c.name}/{BACKWARD}", BACKWARD,
                   forward_s * backward_ratio * passes / 2))
@@ -475,9 +473,11 @@ def _trainable_weights(layer) -> Sequence:
   return getattr(layer, "trainable_weights", None) or ()
 
 
-def _is_float(tensor) -> bool:
-  return keras.backend.is_float_dtype(
-      keras.backend.standardize_dtype(tensor.dtype))
+def _differentiable(call: _Call) -> bool:
+  """Whether a gradient can flow back into the call: not into an integer
+  output (argmax, a cast)."""
+  return any(keras.backend.is_float_dtype(
+      keras.backend.standardize_dtype(t.dtype)) for t in call.node.outputs)
 
 
 def _variable_owners(kept: Sequence[_Call]) -> Dict[int, List[_Call]]:
@@ -504,6 +504,8 @@ def _backward_passes(call: _Call, input_gradient: bool,
   Returns:
     0, 1 or 2.
   """
+  if not _differentiable(call):
+    return 0
   if type(call.layer).__name__ == "Add":  # the layer or keras.ops.add
     # The gradient of a sum is the incoming gradient, for every input.
     return 0
