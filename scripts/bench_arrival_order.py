@@ -36,6 +36,7 @@ from absl import app
 from absl import flags
 
 from tf_preempt.bench import arrival_worker
+from tf_preempt.bench import runner
 from tf_preempt.bench import timeline
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
@@ -164,6 +165,7 @@ def main(argv: Sequence[str]) -> int:
     print(json.dumps({"bandwidth": f.bandwidth or None, "nbytes": f.nbytes,
                       "late_ms": f.late_ms, "late_by": f.late_by,
                       "strategy": f.strategy, "heap": f.heap,
+                      "machine": runner.machine(),
                       "strategy_classes": sorted(
                           {w.get("strategy_class", "?") for w in outputs}),
                       "heap_modes": sorted(

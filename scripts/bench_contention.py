@@ -32,6 +32,7 @@ from absl import app
 from absl import flags
 
 from tf_preempt.bench import contention_worker
+from tf_preempt.bench import runner
 from tf_preempt.launch import launcher
 from tf_preempt.launch import netem
 
@@ -40,7 +41,9 @@ def define_flags() -> None:
   flags.DEFINE_string("bandwidth", "2gbit", "Emulated link rate (tc tbf, "
                       "root); empty for loopback.")
   flags.DEFINE_list("sizes", ["200000", "1000000", "2100000", "3260000"],
-                    "Bytes of the all-reduce, one launch each.")
+                    "Bytes of the all-reduce, one launch each; a size "
+                    "named again is launched again (the fit takes its "
+                    "median).")
   contention_worker.define_shared_flags()
   flags.DEFINE_integer("warmup_rounds", 8, "Rounds left out of the medians.")
   flags.DEFINE_float("timeout_s", 600.0, "Time limit of each launch.")
@@ -101,33 +104,41 @@ def fit_cpu_cost(rows: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
   0.99 at 2 Gbit/s here, where the traces' small collectives show a
   fixed CPU part of 0.94-1.28 ms.)
 
+  A size launched more than once (`--sizes` naming it again) counts by
+  its median loss: on a noisy machine one launch's loss can be half or
+  twice another's (4.6 and 5.4 ns/B from two passes at 2 Gbit/s on 6
+  December, 3.5 and 10.6 at 200 Mbit/s).
+
   Args:
-    rows: one per size, {"nbytes", "loss_ms", ...} (`summarize` plus the
-      size), at least two sizes.
+    rows: one per launch, {"nbytes", "loss_ms", ...} (`summarize` plus
+      the size), at least two sizes.
 
   Returns:
     {"alpha": seconds, "beta": seconds per byte, "samples": {bytes:
-    seconds}, "source"}: a `tf_preempt.plan.CostModel` dict (both at
-    least 0).
+    median seconds}, "source"}: a `tf_preempt.plan.CostModel` dict (both
+    at least 0).
 
   Raises:
     ValueError: with fewer than two sizes.
   """
   from tf_preempt.plan import cost as cost_lib  # pylint: disable=g-import-not-at-top
-  sizes = sorted({r["nbytes"] for r in rows})
-  if len(sizes) < 2:
+  losses: Dict[int, List[float]] = {}
+  for r in rows:
+    losses.setdefault(r["nbytes"], []).append(r["loss_ms"] * 1e-3)
+  samples = {n: statistics.median(v) for n, v in sorted(losses.items())}
+  if len(samples) < 2:
     raise ValueError("the fit needs at least two sizes")
-  slope = cost_lib.CostModel.fit([r["nbytes"] for r in rows],
-                                 [r["loss_ms"] * 1e-3 for r in rows]).beta
-  smallest = min(rows, key=lambda r: r["nbytes"])
-  fixed = max(0.0, smallest["loss_ms"] * 1e-3 - slope * smallest["nbytes"])
+  slope = cost_lib.CostModel.fit(list(samples), list(samples.values())).beta
+  smallest = min(samples)
+  fixed = max(0.0, samples[smallest] - slope * smallest)
   return dict(alpha=fixed, beta=slope, samples={
-      str(r["nbytes"]): r["loss_ms"] * 1e-3 for r in rows}, source=(
+      str(n): loss for n, loss in samples.items()}, source=(
           "scripts/bench_contention.py: the time a chain of matmuls on the "
           "worker's core lost to one concurrent all-reduce (2 workers, "
           "stock MultiWorkerMirroredStrategy, RING); per byte: the "
-          "least-squares slope over the sizes; fixed: the smallest size's "
-          "loss less its bytes' part"))
+          "least-squares slope over the sizes (a size's median loss over "
+          "its launches); fixed: the smallest size's loss less its bytes' "
+          "part"))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -146,6 +157,8 @@ def main(argv: Sequence[str]) -> int:
   link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
   compute = (f"model:{f.model}" if f.compute == "model" else
              f"chain:{f.ops}x{f.matrix}")
+  # The CPU cost is this machine's: validate_sim matches it by this line.
+  machine = runner.machine()
   rows = []
   for nbytes in sizes:
     command = [sys.executable, "-m", "tf_preempt.bench.contention_worker",
@@ -161,7 +174,8 @@ def main(argv: Sequence[str]) -> int:
       print(f"bench_contention: {e}", file=sys.stderr)
       return 1
     rows.append(dict(bandwidth=f.bandwidth or None, nbytes=nbytes, ops=f.ops,
-                     matrix=f.matrix, heap=f.heap, compute=compute, **row))
+                     matrix=f.matrix, heap=f.heap, compute=compute,
+                     machine=machine, **row))
   cpu = fit_cpu_cost(rows) if len(set(sizes)) >= 2 else None
   if f.out:
     os.makedirs(f.out, exist_ok=True)
@@ -170,7 +184,7 @@ def main(argv: Sequence[str]) -> int:
     if cpu is not None:
       with open(os.path.join(f.out, "cpu_cost.json"), "w") as out:
         json.dump(dict(cpu, bandwidth=f.bandwidth or None, heap=f.heap,
-                       compute=compute), out, indent=1)
+                       compute=compute, machine=machine), out, indent=1)
   if f.json:
     print(json.dumps({"rows": rows, "cpu_cost": cpu}))
     return 0

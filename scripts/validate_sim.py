@@ -382,7 +382,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # it last: measured with two workers on the directory's emulated link,
   # by seconds of traffic beyond its bucket.
   penalty_runs, penalty_source = probe_inputs.order_penalty_runs(
-      results_dir, order_penalty, setup["heap"])
+      results_dir, order_penalty, setup["heap"], setup["machine"])
   penalty = probe_inputs.arrival_points(penalty_runs, setup["link_rate"])
   if penalty and (setup["workers"] != 2 or not link_burst):
     penalty, penalty_source = (), (

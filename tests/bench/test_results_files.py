@@ -17,3 +17,23 @@ def test_heap_mode_comes_from_the_machine_line():
   # Directories from before --heap say nothing: None.
   assert results_files.heap_mode(
       {"machine": "vm: 2 cores; workers pinned to one core each"}) is None
+
+
+def test_machine_identity_is_the_cpu_cores_and_kernel():
+  line = ("vm: AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272, Python "
+          "3.11.7, tensorflow-cpu 2.21.0; load average before each run "
+          "0.41-3.01; link rate 200mbit; heap tensorflow")
+  assert results_files.machine_identity(line) == (
+      "AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272")
+  # The host name, the versions and the run's load are not the machine.
+  assert results_files.machine_identity(
+      "other: AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272, Python "
+      "3.12.1, tensorflow-cpu 2.22.0") == results_files.machine_identity(line)
+  assert results_files.machine_identity(
+      line.replace("fc-v1272", "fc-v1252")) != (
+          results_files.machine_identity(line))
+  # Probes from before they recorded their machine, and made-up lines.
+  assert results_files.machine_identity(None) is None
+  assert results_files.machine_identity("made up") is None
+  assert results_files.benchmark_setup({"machine": line}, {})["machine"] == (
+      "AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272")

@@ -55,6 +55,26 @@ def test_fit_takes_the_slope_and_the_smallest_sizes_fixed_part():
     bench.fit_cpu_cost(rows[:1])
 
 
+def test_fit_takes_each_repeated_size_by_its_median_loss():
+  # Three launches per size, one of them disturbed (twice the loss): the
+  # fit is the one of the undisturbed losses, the medians.
+  def loss_ms(n):
+    return 1.0 + 3e-6 * n
+  sizes = (100_000, 500_000, 2_000_000)
+  clean = [{"nbytes": n, "loss_ms": loss_ms(n)} for n in sizes]
+  repeated = clean + [dict(r) for r in clean] + [
+      {"nbytes": n, "loss_ms": 2 * loss_ms(n)} for n in sizes]
+  cpu = bench.fit_cpu_cost(repeated)
+  assert cpu == bench.fit_cpu_cost(clean)
+  assert cpu["beta"] == pytest.approx(3e-9)
+  assert cpu["alpha"] == pytest.approx(1e-3)
+  assert cpu["samples"] == {str(n): pytest.approx(loss_ms(n) * 1e-3)
+                            for n in sizes}
+  # One size however often launched is not a fit.
+  with pytest.raises(ValueError, match="two sizes"):
+    bench.fit_cpu_cost([r for r in repeated if r["nbytes"] == 100_000])
+
+
 @pytest.mark.parametrize("bad", ["--sizes=2", "--ops=0",
                                  "--warmup_rounds=40", "--sizes=x"])
 def test_bad_flags_are_refused_before_launching(bad):

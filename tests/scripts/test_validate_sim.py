@@ -252,7 +252,8 @@ def test_default_cost_is_alpha_alone_and_comm_s(tmp_path):
   assert inputs["simulated_comm_s"] == pytest.approx(0.15)
 
 
-def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small", workers=2):
+def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small", workers=2,
+               machine="made up"):
   os.makedirs(path)
   results = {"schedulers": {"tf_default@1": _row(0.30),
                             "pace@2": dict(_row(0.22), unroll=2)},
@@ -260,7 +261,7 @@ def _bench_dir(path, bandwidth, comm_s=0.15, model="vgg_small", workers=2):
              "command": f"scripts/bench.py --model={model} "
                         f"--workers={workers} --batch_size=8 "
                         f"--bandwidth={bandwidth}",
-             "machine": "made up"}
+             "machine": machine}
   (path / "results.json").write_text(json.dumps(results))
 
 
@@ -300,6 +301,19 @@ def test_cpu_cost_from_the_fastest_cpu_bound_sibling(tmp_path):
   _bench_dir(tmp_path / "slow_other_model", "200mbit", model="resnet20")
   other = validate_sim.validate(str(tmp_path / "slow_other_model"))
   assert other["inputs"]["cpu_source"].startswith("fast/cost_model.json")
+
+
+def test_cpu_cost_from_a_sibling_of_the_same_machine(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  here = ("vm: AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272, Python "
+          "3.11.7, tensorflow-cpu 2.21.0; link rate 200mbit")
+  _bench_dir(tmp_path / "slow", "200mbit", machine=here)
+  # A faster link on another machine loses to a CPU-bound link on this one.
+  _bench_dir(tmp_path / "faster_elsewhere", "10gbit", comm_s=0.01,
+             machine=here.replace("fc-v1272", "fc-v1252"))
+  _bench_dir(tmp_path / "fast_here", "2gbit", comm_s=0.02, machine=here)
+  report = validate_sim.validate(str(tmp_path / "slow"))
+  assert report["inputs"]["cpu_source"].startswith("fast_here:")
 
 
 def test_cpu_contention_lengthens_the_prediction(tmp_path):

@@ -16,7 +16,11 @@ netem and the timeline on first use.
 (`results_files.heap_mode`; the probes record theirs, and None, from
 before `--heap`, matches None): TensorFlow's 128 KiB mmap threshold adds
 page faults to every collective, so probes in another mode measure
-another collective.
+another collective. Nor does it take probes recorded on another machine
+(`results_files.machine_identity`): a collective's CPU cost is the
+machine's, and on 6 December's VM it was 3x that of 4 December's, both
+"AMD EPYC". Of the rest, probes recorded on the directory's machine come
+before probes from before they recorded it; then the newest.
 """
 
 import glob
@@ -116,21 +120,43 @@ def order_penalty(points: Sequence[Tuple[float, float, float, float]],
       for x, nbytes, task0_s, task1_s in points)
 
 
+def _machine_rank(machine_lines: Collection[Optional[str]],
+                  machine: Optional[str]) -> Optional[int]:
+  """How a probe whose runs recorded `machine_lines` fits a directory
+  measured on `machine` (`results_files.machine_identity`): 1 if every
+  run was on it, 0 if none recorded its machine, None otherwise."""
+  machines = {results_files.machine_identity(line) for line in machine_lines}
+  if machines == {None}:
+    return 0
+  return 1 if machine is not None and machines == {machine} else None
+
+
+def _best_probe(ranked: Sequence[Tuple[Optional[int], str]]
+                ) -> Optional[str]:
+  """The path of the best (rank, path) of `_machine_rank`'s ranks: the
+  highest rank, then the newest name; None if every rank is None."""
+  fitting = [(rank, path) for rank, path in ranked if rank is not None]
+  return max(fitting)[1] if fitting else None
+
+
 def _read_runs(path: str) -> List[Dict[str, Any]]:
   with open(path) as f:
     return [json.loads(line) for line in f if line.strip()]
 
 
 def order_penalty_runs(results_dir: str, source: str,
-                       heap: Optional[str] = None
+                       heap: Optional[str] = None,
+                       machine: Optional[str] = None
                        ) -> Tuple[List[Dict[str, Any]], str]:
   """The arrival-order runs `--order_penalty` names, and their path.
 
   Args:
     results_dir: the directory being validated.
-    source: "none", "auto" (the newest `ARRIVAL_ORDER_GLOB` beside it whose
-      runs were in heap mode `heap`) or a runs.jsonl path.
+    source: "none", "auto" (the `ARRIVAL_ORDER_GLOB` beside it whose runs
+      were in heap mode `heap`, on its machine before unrecorded ones, the
+      newest) or a runs.jsonl path.
     heap: the directory's `results_files.heap_mode`.
+    machine: the directory's `results_files.machine_identity`.
 
   Raises:
     ValueError: if `source` is a path that does not exist.
@@ -139,13 +165,16 @@ def order_penalty_runs(results_dir: str, source: str,
     return [], "none"
   if source == "auto":
     parent = os.path.dirname(os.path.abspath(results_dir))
-    found = [path for path in sorted(glob.glob(os.path.join(
-        parent, ARRIVAL_ORDER_GLOB)))
-             if {r.get("heap") for r in _read_runs(path)} == {heap}]
-    if not found:
+    ranked = []
+    for path in glob.glob(os.path.join(parent, ARRIVAL_ORDER_GLOB)):
+      runs = _read_runs(path)
+      if {r.get("heap") for r in runs} == {heap}:
+        ranked.append((_machine_rank([r.get("machine") for r in runs],
+                                     machine), path))
+    source = _best_probe(ranked)
+    if source is None:
       return [], (f"none: no {ARRIVAL_ORDER_GLOB} of heap mode {heap} "
-                  "beside the directory")
-    source = found[-1]
+                  f"on machine {machine} beside the directory")
   if not os.path.isfile(source):
     raise ValueError(f"order_penalty={source!r}: no such file")
   return _read_runs(source), os.path.relpath(
@@ -247,8 +276,8 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
     setup: its `results_files.benchmark_setup`.
     cost: its cost model of a collective alone.
     total_bytes: the model's gradient bytes.
-    source: "none"; "auto" (the newest `contention_cost` of the
-      directory's link and worker count beside it; else this directory's
+    source: "none"; "auto" (the `contention_cost` of the directory's
+      link, worker count, heap mode and machine beside it; else this directory's
       `cost` if its link is CPU-bound, else the fastest CPU-bound sibling
       directory of the same worker count, else none); or a results
       directory or a cost_model.json measured on a CPU-bound link, or a
@@ -294,30 +323,32 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
 
 def contention_cost(results_dir: str, setup: Dict[str, Any]
                     ) -> Optional[str]:
-  """The newest `CONTENTION_GLOB` beside `results_dir` measured on its
-  link rate with its worker count (bench_contention runs 2) in its heap
-  mode, or None."""
+  """The `CONTENTION_GLOB` beside `results_dir` measured on its link rate
+  with its worker count (bench_contention runs 2) in its heap mode, on its
+  machine before unrecorded ones, the newest; or None."""
   parent = os.path.dirname(os.path.abspath(results_dir))
   rate = setup.get("link_bits_per_s")
   if rate is None or setup.get("workers") != 2:
     return None
-  found = []
-  for path in sorted(glob.glob(os.path.join(parent, CONTENTION_GLOB))):
+  ranked = []
+  for path in glob.glob(os.path.join(parent, CONTENTION_GLOB)):
     probe = results_files.read_json(path) or {}
     # The matmul chain's probes only (before --compute they had no
     # "compute"): the model-pass probe is a trial, taken when named.
     if (emulated_link.link_bits_per_s(probe.get("bandwidth") or "") == rate
         and probe.get("heap") == setup.get("heap")
         and str(probe.get("compute", "chain")).startswith("chain")):
-      found.append(path)
-  return found[-1] if found else None
+      ranked.append((_machine_rank([probe.get("machine")],
+                                   setup.get("machine")), path))
+  return _best_probe(ranked)
 
 
 def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
                                ) -> Optional[str]:
   """The sibling results directory of the same worker count on the fastest
-  link of at least CPU_BOUND_BITS_PER_S (on a tie: one with a
-  cost_model.json, then the same model, then the newest name), or None."""
+  link of at least CPU_BOUND_BITS_PER_S, on the same machine if one is (on
+  a tie: one with a cost_model.json, then the same model, then the newest
+  name), or None."""
   best = None
   parent = os.path.dirname(os.path.abspath(results_dir))
   for path in sorted(glob.glob(os.path.join(parent, "*", "results.json"))):
@@ -330,9 +361,10 @@ def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
     if (rate is None or rate < CPU_BOUND_BITS_PER_S or
         other_setup["workers"] != setup["workers"]):
       continue
-    # The fastest link; on a tie, one with a cost_model.json, then the
-    # same model, then the newest name.
-    key = (rate, os.path.isfile(os.path.join(other, "cost_model.json")),
+    # The same machine; the fastest link; on a tie, one with a
+    # cost_model.json, then the same model, then the newest name.
+    key = (other_setup["machine"] == setup.get("machine"), rate,
+           os.path.isfile(os.path.join(other, "cost_model.json")),
            other_setup["model"] == setup["model"], os.path.basename(other))
     if best is None or key > best[0]:
       best = (key, other)

@@ -76,6 +76,26 @@ def heap_mode(results: Dict[str, Any]) -> Optional[str]:
   return m.group(1) if m else None
 
 
+def machine_identity(line: Optional[str]) -> Optional[str]:
+  """The machine of a `runner.machine()` line: its CPU, cores and OS
+  release, without the host name, the versions and a run's load.
+
+  The VMs of this testbed's sessions share a CPU name ("AMD EPYC") but not
+  a speed; their kernel build tells them apart (the same chain of 60
+  matmuls took 18.7 ms under Linux 6.18.44-fc-v1252 on 4 December and
+  82.4 ms under fc-v1272 on 6 December).
+
+  Args:
+    line: a results.json "machine" line or a probe's, or None.
+
+  Returns:
+    e.g. "AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272"; None for a
+    line without them (probes from before they recorded their machine).
+  """
+  m = re.match(r"[^:]*: (.+?), Python ", line or "")
+  return m.group(1) if m else None
+
+
 def benchmark_setup(results: Dict[str, Any],
                     traces: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
   """Model, workers, global batch and link of the benchmark.
@@ -87,13 +107,14 @@ def benchmark_setup(results: Dict[str, Any],
   Returns:
     {"model", "workers", "global_batch_size", "source": where they came
     from, "link_rate", "link_bits_per_s", "link_burst_s", "heap": its
-    `heap_mode`}.
+    `heap_mode`, "machine": its `machine_identity`}.
   """
   rate = emulated_link.link_rate(results)
   link = {"link_rate": rate,
           "link_bits_per_s": emulated_link.link_bits_per_s(rate or ""),
           "link_burst_s": emulated_link.link_burst_seconds(rate),
-          "heap": heap_mode(results)}
+          "heap": heap_mode(results),
+          "machine": machine_identity(results.get("machine"))}
   for trace in traces.values():
     stats = (trace.get("metadata") or {}).get("stats") or {}
     if {"model", "workers", "global_batch_size"} <= set(stats):
