@@ -188,9 +188,11 @@ def define_flags() -> None:
                     "Cost model without cost_model.json: alpha GRPC_ALPHA_S "
                     "and beta from comm_s, or a fit over the traces.")
   flags.DEFINE_string("cpu_cost", "auto", "CPU cost of a collective: "
-                      "'auto', 'none', a cpu_cost.json of "
-                      "scripts/bench_contention.py, or a results directory "
-                      "/ cost_model.json measured on a CPU-bound link.")
+                      "'auto' (of the directory's machine, "
+                      "probe_inputs.cpu_cost_model), 'none', a "
+                      "cpu_cost.json of scripts/bench_contention.py, or a "
+                      "results directory / cost_model.json measured on a "
+                      "CPU-bound link.")
   flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
                       "or a number in (0, 1].")
   flags.DEFINE_string("bytes_cpu_share", "traces", "Share of the core the "
@@ -209,8 +211,9 @@ def define_flags() -> None:
                       "released alone takes, by which task reaches it "
                       "last: 'auto' (the "
                       f"newest {probe_inputs.ARRIVAL_ORDER_GLOB} beside the "
-                      "results directory), 'none', or a runs.jsonl of "
-                      "scripts/bench_arrival_order.py --json.")
+                      "results directory of its heap mode and machine, "
+                      "probe_inputs.order_penalty_runs), 'none', or a "
+                      "runs.jsonl of scripts/bench_arrival_order.py --json.")
   flags.DEFINE_enum("layer_times", "flops", ["flops", "measured"],
                     "The DAG's per-op times without a profile.json: the "
                     "GPU FLOPs model's, or each layer's share of the step "
