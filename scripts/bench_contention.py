@@ -6,19 +6,21 @@ r"""How much core does an all-reduce take from the compute it overlaps?
 
 Launches two workers of `tf_preempt.bench.contention_worker` (stock
 MultiWorkerMirroredStrategy, RING) over the emulated link, each pinned to its
-core as in the benchmarks, once per size. In every round each worker runs a
-chain of matmuls alone, one all-reduce alone, and the two at once. Per size
-it prints the medians over the rounds after the warm-up (of both workers):
-the chain alone, the all-reduce alone, and, together, how much longer the
-chain took (the core the collective took from it: its gRPC threads and the
-kernel's network work) and when the collective ended. Then the CPU cost of
-a collective while compute runs (`fit_cpu_cost`: per byte, the least-squares
-slope of that loss against the bytes; fixed, the smallest size's loss less
-its bytes' part), which `scripts/validate_sim.py
---cpu_cost=DIR/cpu_cost.json` (and `--cpu_cost=auto`, from a directory named
-*contention* beside the results, of the same link rate) takes. `--heap`
-is the workers' `tf_preempt.configure_heap` mode (as the training rows').
-`--out DIR` writes runs.jsonl (one line per size) and cpu_cost.json there.
+core as in the benchmarks, once per size named (a size named again is launched
+again). In every round each worker runs a chain of matmuls alone, one
+all-reduce alone, and the two at once. Per launch it prints the medians over
+the rounds after the warm-up (of both workers): the chain alone, the
+all-reduce alone, and, together, how much longer the chain took (the core the
+collective took from it: its gRPC threads and the kernel's network work) and
+when the collective ended. Then the CPU cost of a collective while compute
+runs (`fit_cpu_cost`: per byte, the least-squares slope of each size's median
+loss against the bytes; fixed, the smallest size's loss less its bytes' part),
+which `scripts/validate_sim.py --cpu_cost=DIR/cpu_cost.json` (and
+`--cpu_cost=auto`, from a directory named *contention* beside the results, of
+the same link rate, heap mode and machine, which the files record) takes.
+`--heap` is the workers' `tf_preempt.configure_heap` mode (as the training
+rows'). `--out DIR` writes runs.jsonl (one line per launch) and cpu_cost.json
+there.
 Prints numbers only; nothing here is asserted.
 """
 
@@ -105,9 +107,10 @@ def fit_cpu_cost(rows: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
   fixed CPU part of 0.94-1.28 ms.)
 
   A size launched more than once (`--sizes` naming it again) counts by
-  its median loss: on a noisy machine one launch's loss can be half or
-  twice another's (4.6 and 5.4 ns/B from two passes at 2 Gbit/s on 6
-  December, 3.5 and 10.6 at 200 Mbit/s).
+  its median loss: on a noisy machine one launch of a size can lose a
+  quarter of what another does (0.96 against 4.05 ms at 100 KB and 200
+  Mbit/s on 6 December), and two passes over the sizes fitted 4.6 and
+  5.4 ns/B at 2 Gbit/s, 3.5 and 10.6 at 200 Mbit/s.
 
   Args:
     rows: one per launch, {"nbytes", "loss_ms", ...} (`summarize` plus

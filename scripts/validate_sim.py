@@ -71,24 +71,26 @@ the row being predicted:
     concurrent all-reduce took from a chain of matmuls on the worker's
     core, measured on the directory's link by scripts/bench_contention.py
     (the newest `probe_inputs.CONTENTION_GLOB` beside the directory with
-    its rate; 2 workers); without one, the old upper bound: the cost model of a
+    its rate, heap mode and machine, `probe_inputs.contention_cost`; 2
+    workers); without one, the old upper bound: the cost model of a
     directory whose link is fast enough that communication looked
     CPU-bound (>= 1 Gbit/s; the directory itself, or the fastest such
-    sibling with the same worker count), all of a collective's time alone
-    there taken as CPU work. On an idle core the fixed CPU work of the
-    collectives in flight is served one at a time in release order
+    sibling with the same worker count and machine), all of a
+    collective's time alone there taken as CPU work. On an idle core the
+    fixed CPU work of the collectives in flight is served one at a time
+    in release order
     (`fixed_cpu_fifo`; the CPU part below is measured as exactly that);
   - the arrival-order penalty (--order_penalty; 2 workers on an emulated
-    link): what a stock all-reduce released alone takes when task 0, or
-    task 1, reaches it last, measured by scripts/bench_arrival_order.py
-    (the newest `probe_inputs.ARRIVAL_ORDER_GLOB` beside the directory;
-    its runs at the directory's link rate, late by at most
-    `probe_inputs.MAX_LATE_MS`) against the seconds of traffic by which a
-    rank's half exceeds the bucket, the two mixed by the share of blocks
-    task 0 started late (`late_start_share`) in both workers' traces of
-    the other rows of the row's K and kind (fused, or one collective per
-    tensor: `per_tensor_collectives`), less the model's own time for the
-    collective alone (`probe_inputs.order_penalty`);
+    link): what a stock all-reduce released alone takes when task 0, or task
+    1, reaches it last, measured by scripts/bench_arrival_order.py (the
+    newest `probe_inputs.ARRIVAL_ORDER_GLOB` beside the directory of its
+    heap mode and machine; its runs at the directory's link rate, late by at
+    most `probe_inputs.MAX_LATE_MS`) against the seconds of traffic by which
+    a rank's half exceeds the bucket, the two mixed by the share of blocks
+    task 0 started late (`late_start_share`) in both workers' traces of the
+    other rows of the row's K and kind (fused, or one collective per tensor:
+    `per_tensor_collectives`), less the model's own time for the collective
+    alone (`probe_inputs.order_penalty`);
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
     per-block overhead after the barrier (--block_overhead_ms), the

@@ -111,26 +111,22 @@ def test_auto_finds_no_probe_of_another_heap_mode(tmp_path):
   assert runs == [] and "heap mode keep" in source
 
 
-def _machine_line(kernel):
-  return (f"vm: AMD EPYC, 2 cores (shared), Linux 6.18.44-{kernel}, Python "
-          "3.11.7, tensorflow-cpu 2.21.0")
-
-
 @pytest.mark.parametrize("kernel, taken", [
-    # Its own machine's probe, though a probe of another machine is newer.
-    ("fc-v1272", "2026-12-06"),
+    # Its own machine's probe, though one that recorded none and one of
+    # another machine are newer.
+    ("fc-v1272", "2026-12-04"),
     # No probe of its machine: the one that recorded none (older than
     # the other machine's), never another machine's.
-    ("fc-v1252", "2026-12-04"),
-    (None, "2026-12-04")])
+    ("fc-v1252", "2026-12-05"),
+    (None, "2026-12-05")])
 def test_auto_takes_the_probes_of_the_directory_s_machine(tmp_path, kernel,
                                                           taken):
   results_dir = tmp_path / "results"
   results_dir.mkdir()
-  for day, probe_kernel in (("2026-12-04", None), ("2026-12-06", "fc-v1272"),
+  for day, probe_kernel in (("2026-12-04", "fc-v1272"), ("2026-12-05", None),
                             ("2026-12-07", "fc-v1045")):
-    recorded = ({"machine": _machine_line(probe_kernel)} if probe_kernel
-                else {})
+    recorded = ({"machine": bench_records.machine_line(probe_kernel)}
+                if probe_kernel else {})
     run = dict(bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0),
                heap="tensorflow", **recorded)
     _write(tmp_path / f"{day}-arrival-order" / "runs.jsonl",
@@ -139,7 +135,7 @@ def test_auto_takes_the_probes_of_the_directory_s_machine(tmp_path, kernel,
            json.dumps({"alpha": 1e-3, "beta": 3e-9, "bandwidth": "2gbit",
                        "heap": "tensorflow", **recorded}))
   machine = results_files.machine_identity(
-      _machine_line(kernel) if kernel else None)
+      bench_records.machine_line(kernel) if kernel else None)
   _, source = probe_inputs.order_penalty_runs(str(results_dir), "auto",
                                               "tensorflow", machine)
   assert source.startswith(taken + "-arrival-order")
@@ -154,16 +150,27 @@ def test_auto_finds_no_probe_of_another_machine(tmp_path):
   results_dir = tmp_path / "results"
   results_dir.mkdir()
   run = dict(bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0),
-             machine=_machine_line("fc-v1272"))
+             machine=bench_records.machine_line("fc-v1272"))
   _write(tmp_path / "2026-12-06-arrival-order" / "runs.jsonl",
          json.dumps(run) + "\n")
   _write(tmp_path / "2026-12-06-contention-2gbit" / "cpu_cost.json",
          json.dumps({"alpha": 1e-3, "beta": 3e-9, "bandwidth": "2gbit",
-                     "machine": _machine_line("fc-v1272")}))
-  other = results_files.machine_identity(_machine_line("fc-v1252"))
+                     "machine": bench_records.machine_line("fc-v1272")}))
+  other = results_files.machine_identity(
+      bench_records.machine_line("fc-v1252"))
   runs, source = probe_inputs.order_penalty_runs(str(results_dir), "auto",
                                                  None, other)
   assert runs == [] and "fc-v1252" in source
+  # A file of runs on its machine and runs that recorded none is one
+  # probe session of neither: not taken.
+  unrecorded = bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0)
+  with open(tmp_path / "2026-12-06-arrival-order" / "runs.jsonl", "a") as f:
+    f.write(json.dumps(unrecorded) + "\n")
+  here = results_files.machine_identity(bench_records.machine_line())
+  for machine in (here, None):
+    runs, source = probe_inputs.order_penalty_runs(str(results_dir), "auto",
+                                                   None, machine)
+    assert runs == [] and "all none" in source
   assert probe_inputs.contention_cost(str(results_dir), {
       "link_bits_per_s": 2e9, "workers": 2, "heap": None,
       "machine": other}) is None

@@ -8,6 +8,7 @@ invented, so only the mechanics are tested, not the simulator's accuracy.
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -305,8 +306,7 @@ def test_cpu_cost_from_the_fastest_cpu_bound_sibling(tmp_path):
 
 def test_cpu_cost_from_a_sibling_of_the_same_machine(tmp_path):
   validate_sim = scripts.load_script("validate_sim")
-  here = ("vm: AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272, Python "
-          "3.11.7, tensorflow-cpu 2.21.0; link rate 200mbit")
+  here = bench_records.machine_line("fc-v1272") + "; link rate 200mbit"
   _bench_dir(tmp_path / "slow", "200mbit", machine=here)
   # A faster link on another machine loses to a CPU-bound link on this one.
   _bench_dir(tmp_path / "faster_elsewhere", "10gbit", comm_s=0.01,
@@ -314,6 +314,13 @@ def test_cpu_cost_from_a_sibling_of_the_same_machine(tmp_path):
   _bench_dir(tmp_path / "fast_here", "2gbit", comm_s=0.02, machine=here)
   report = validate_sim.validate(str(tmp_path / "slow"))
   assert report["inputs"]["cpu_source"].startswith("fast_here:")
+  # Without it, one that recorded no machine; never another machine's.
+  shutil.rmtree(tmp_path / "fast_here")
+  report = validate_sim.validate(str(tmp_path / "slow"))
+  assert report["inputs"]["cpu_source"].startswith("none:")
+  _bench_dir(tmp_path / "fast_unrecorded", "1gbit", comm_s=0.03)
+  report = validate_sim.validate(str(tmp_path / "slow"))
+  assert report["inputs"]["cpu_source"].startswith("fast_unrecorded:")
 
 
 def test_cpu_contention_lengthens_the_prediction(tmp_path):

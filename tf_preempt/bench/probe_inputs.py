@@ -16,11 +16,14 @@ netem and the timeline on first use.
 (`results_files.heap_mode`; the probes record theirs, and None, from
 before `--heap`, matches None): TensorFlow's 128 KiB mmap threshold adds
 page faults to every collective, so probes in another mode measure
-another collective. Nor does it take probes recorded on another machine
-(`results_files.machine_identity`): a collective's CPU cost is the
-machine's, and on 6 December's VM it was 3x that of 4 December's, both
-"AMD EPYC". Of the rest, probes recorded on the directory's machine come
-before probes from before they recorded it; then the newest.
+another collective. Nor does it take probes, or a CPU-bound sibling
+directory, recorded on another machine (`results_files.machine_identity`):
+a collective's CPU cost is the machine's, and per byte on 6 December's VM
+it was 2.3x that of 4 December's, both "AMD EPYC". Of the rest, those
+recorded on the directory's machine come before those from before the
+probes recorded it; then the newest. A runs.jsonl whose runs recorded
+different machines (or some none) is taken for none: keep one probe
+session per file.
 """
 
 import glob
@@ -120,12 +123,12 @@ def order_penalty(points: Sequence[Tuple[float, float, float, float]],
       for x, nbytes, task0_s, task1_s in points)
 
 
-def _machine_rank(machine_lines: Collection[Optional[str]],
+def _machine_rank(machines: Collection[Optional[str]],
                   machine: Optional[str]) -> Optional[int]:
-  """How a probe whose runs recorded `machine_lines` fits a directory
-  measured on `machine` (`results_files.machine_identity`): 1 if every
-  run was on it, 0 if none recorded its machine, None otherwise."""
-  machines = {results_files.machine_identity(line) for line in machine_lines}
+  """How a probe whose runs were on `machines` fits a directory measured
+  on `machine` (both `results_files.machine_identity`): 1 if every run
+  was on it, 0 if none recorded its machine, None otherwise."""
+  machines = set(machines)
   if machines == {None}:
     return 0
   return 1 if machine is not None and machines == {machine} else None
@@ -169,12 +172,14 @@ def order_penalty_runs(results_dir: str, source: str,
     for path in glob.glob(os.path.join(parent, ARRIVAL_ORDER_GLOB)):
       runs = _read_runs(path)
       if {r.get("heap") for r in runs} == {heap}:
-        ranked.append((_machine_rank([r.get("machine") for r in runs],
-                                     machine), path))
+        ranked.append((_machine_rank(
+            [results_files.machine_identity(r.get("machine"))
+             for r in runs], machine), path))
     source = _best_probe(ranked)
     if source is None:
       return [], (f"none: no {ARRIVAL_ORDER_GLOB} of heap mode {heap} "
-                  f"on machine {machine} beside the directory")
+                  f"beside the directory whose runs all recorded its "
+                  f"machine ({machine or 'not recorded'}) or all none")
   if not os.path.isfile(source):
     raise ValueError(f"order_penalty={source!r}: no such file")
   return _read_runs(source), os.path.relpath(
@@ -277,9 +282,10 @@ def cpu_cost_model(results_dir: str, setup: Dict[str, Any], cost,
     cost: its cost model of a collective alone.
     total_bytes: the model's gradient bytes.
     source: "none"; "auto" (the `contention_cost` of the directory's
-      link, worker count, heap mode and machine beside it; else this directory's
-      `cost` if its link is CPU-bound, else the fastest CPU-bound sibling
-      directory of the same worker count, else none); or a results
+      link, worker count, heap mode and machine beside it; else this
+      directory's `cost` if its link is CPU-bound, else the fastest
+      CPU-bound sibling directory of the same worker count and machine
+      (`_fastest_cpu_bound_sibling`), else none); or a results
       directory or a cost_model.json measured on a CPU-bound link, or a
       cpu_cost.json of scripts/bench_contention.py.
 
@@ -338,17 +344,19 @@ def contention_cost(results_dir: str, setup: Dict[str, Any]
     if (emulated_link.link_bits_per_s(probe.get("bandwidth") or "") == rate
         and probe.get("heap") == setup.get("heap")
         and str(probe.get("compute", "chain")).startswith("chain")):
-      ranked.append((_machine_rank([probe.get("machine")],
-                                   setup.get("machine")), path))
+      ranked.append((_machine_rank(
+          [results_files.machine_identity(probe.get("machine"))],
+          setup.get("machine")), path))
   return _best_probe(ranked)
 
 
 def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
                                ) -> Optional[str]:
   """The sibling results directory of the same worker count on the fastest
-  link of at least CPU_BOUND_BITS_PER_S, on the same machine if one is (on
-  a tie: one with a cost_model.json, then the same model, then the newest
-  name), or None."""
+  link of at least CPU_BOUND_BITS_PER_S, on the directory's machine before
+  one that recorded none, never on another (on a tie: one with a
+  cost_model.json, then the same model, then the newest name), or
+  None."""
   best = None
   parent = os.path.dirname(os.path.abspath(results_dir))
   for path in sorted(glob.glob(os.path.join(parent, "*", "results.json"))):
@@ -358,12 +366,13 @@ def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
     rate = other_setup["link_bits_per_s"]
     # The CPU cost of a collective is the machine's and the ring's (worker
     # count), not the model's.
-    if (rate is None or rate < CPU_BOUND_BITS_PER_S or
+    rank = _machine_rank([other_setup["machine"]], setup.get("machine"))
+    if (rate is None or rate < CPU_BOUND_BITS_PER_S or rank is None or
         other_setup["workers"] != setup["workers"]):
       continue
-    # The same machine; the fastest link; on a tie, one with a
+    # Its machine; the fastest link; on a tie, one with a
     # cost_model.json, then the same model, then the newest name.
-    key = (other_setup["machine"] == setup.get("machine"), rate,
+    key = (rank, rate,
            os.path.isfile(os.path.join(other, "cost_model.json")),
            other_setup["model"] == setup["model"], os.path.basename(other))
     if best is None or key > best[0]:

@@ -81,9 +81,10 @@ def machine_identity(line: Optional[str]) -> Optional[str]:
   release, without the host name, the versions and a run's load.
 
   The VMs of this testbed's sessions share a CPU name ("AMD EPYC") but not
-  a speed; their kernel build tells them apart (the same chain of 60
-  matmuls took 18.7 ms under Linux 6.18.44-fc-v1252 on 4 December and
-  82.4 ms under fc-v1272 on 6 December).
+  a speed; their kernel build tells them apart (scripts/bench_contention.py's
+  chain of 330 x 330 matmuls took about 0.3 ms a matmul under Linux
+  6.18.44-fc-v1252 on 4 December, 1.1-1.4 ms under fc-v1272 on 6
+  December).
 
   Args:
     line: a results.json "machine" line or a probe's, or None.

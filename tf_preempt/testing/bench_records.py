@@ -2,9 +2,9 @@
 
 Chrome trace events as the bench runtime writes them (compute blocks and
 collectives with their `iteration`, `bytes` and `ready_ns`), lines of
-`scripts/bench_arrival_order.py --json`, and the times of collectives
-timed alone that the execution model gives. Pure Python; the planner on
-first use.
+`scripts/bench_arrival_order.py --json`, machine lines, and the times of
+collectives timed alone that the execution model gives. Pure Python; the
+planner on first use.
 """
 
 import json
@@ -45,6 +45,13 @@ def skewed_trace_pair(traces_dir, stem, late_us_by_batch):
                                start + 50_000, 30_000.0))
     (traces_dir / f"{stem}.worker-{task}.json").write_text(
         json.dumps(trace(events, [])))
+
+
+def machine_line(kernel="fc-v1272"):
+  """A `tf_preempt.bench.runner.machine()` line of an AMD EPYC VM whose
+  kernel build is `kernel` (what tells this testbed's machines apart)."""
+  return (f"vm: AMD EPYC, 2 cores (shared), Linux 6.18.44-{kernel}, Python "
+          "3.11.7, tensorflow-cpu 2.21.0")
 
 
 def arrival_run(bandwidth, nbytes, task0_ms, nobody_ms, task1_ms=None,
