@@ -216,6 +216,33 @@ def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
       lags, ["priority_k1.worker-0.json"], 1, 4) is None
 
 
+def test_first_collective_in_situ_from_the_last_arrival(tmp_path):
+  traces_dir = tmp_path / "traces"
+  traces_dir.mkdir()
+  # Each worker's collective takes 20 ms from its own start; task 0 starts
+  # 3 ms late in batch 4: from the last arrival it is 20 ms either way.
+  # Batch 2 is warm-up (a 50 ms collective).
+  bench_records.skewed_trace_pair(traces_dir, "tf_default_k1",
+                                  {4: 3000, 5: 0, 6: 0}, collective_us=20e3)
+  bench_records.skewed_trace_pair(traces_dir, "warm_k1", {2: 0},
+                                  collective_us=50e3)
+  bench_records.skewed_trace_pair(traces_dir, "tf_packed_k1",
+                                  {2: 0, 4: 0, 5: 0, 6: 0, 7: 0},
+                                  collective_us=10e3)
+  # A row of three workers is not a pair.
+  bench_records.skewed_trace_pair(traces_dir, "horovod_k1", {4: 0})
+  (traces_dir / "horovod_k1.worker-2.json").write_text(
+      (traces_dir / "horovod_k1.worker-1.json").read_text())
+  traces = {p.name: json.loads(p.read_text())
+            for p in traces_dir.glob("*.worker-0.json")}
+  assert probe_inputs.first_collective_in_situ(str(tmp_path), traces, 4) == {
+      "tf_default_k1.worker-0.json": pytest.approx(20e-3),
+      "tf_packed_k1.worker-0.json": pytest.approx(10e-3)}
+  assert probe_inputs.first_collective_in_situ(
+      str(tmp_path), traces, 2)["warm_k1.worker-0.json"] == pytest.approx(
+          50e-3)
+
+
 def _step_profile(parent, name, models, layer_shares=None):
   os.makedirs(parent / name)
   with open(parent / name / "step_profile.json", "w") as f:

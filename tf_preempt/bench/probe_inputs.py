@@ -198,17 +198,56 @@ def start_lags(results_dir: str, traces: Dict[str, Dict[str, Any]]
   """
   from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
   out = {}
+  for name, pair in _two_worker_traces(results_dir, traces):
+    blocks = timeline.block_skews(pair,
+                                  unroll=results_files.trace_unroll(name))
+    if blocks:
+      out[name] = {b["batch"]: b["start_skew_s"][0] for b in blocks}
+  return out
+
+
+def first_collective_in_situ(results_dir: str,
+                             traces: Dict[str, Dict[str, Any]],
+                             first_iteration: int) -> Dict[str, float]:
+  """Per two-worker trace pair: its first collective's median seconds from
+  the last worker's arrival to its end, from `first_iteration` on.
+
+  What a block's first collective took in the training run itself, with
+  the workers arriving as they did (`timeline.collective_arrivals`): for a
+  row that reduces the whole gradient in one collective after the
+  backward pass, the in-situ time of a collective released alone.
+
+  Args:
+    results_dir: the results directory (worker 1's traces are read here).
+    traces: worker 0's traces by file name
+      (`results_files.worker0_traces`).
+    first_iteration: the first step counted (tracing and warm-up before).
+
+  Returns:
+    {trace name: seconds}, the pairs with such collectives.
+  """
+  from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
+  out = {}
+  for name, pair in _two_worker_traces(results_dir, traces):
+    times = [a["from_last_s"] for a in timeline.collective_arrivals(pair)
+             if a["collective_id"] == 0 and a["iteration"] >= first_iteration]
+    if times:
+      out[name] = statistics.median(times)
+  return out
+
+
+def _two_worker_traces(results_dir: str, traces: Dict[str, Dict[str, Any]]
+                       ) -> List[Tuple[str, List[Dict[str, Any]]]]:
+  """(name, [worker 0's trace, worker 1's]) of every trace of a run with
+  exactly two workers, in name order."""
+  out = []
   for name, trace in sorted(traces.items()):
     other = os.path.join(results_dir, "traces",
                          name.replace(".worker-0.", ".worker-1."))
     peer = results_files.read_json(other)
-    if peer is None or os.path.isfile(other.replace(".worker-1.",
-                                                    ".worker-2.")):
-      continue
-    blocks = timeline.block_skews(
-        [trace, peer], unroll=results_files.trace_unroll(name))
-    if blocks:
-      out[name] = {b["batch"]: b["start_skew_s"][0] for b in blocks}
+    if peer is not None and not os.path.isfile(
+        other.replace(".worker-1.", ".worker-2.")):
+      out.append((name, [trace, peer]))
   return out
 
 
