@@ -91,6 +91,14 @@ the row being predicted:
     other rows of the row's K and kind (fused, or one collective per tensor:
     `per_tensor_collectives`), less the model's own time for the collective
     alone (`probe_inputs.order_penalty`);
+  - the inputs measured alone (the cost of a collective, its CPU cost and
+    the arrival-order points; --lone_collective) checked against the
+    training run: where the other rows that reduce the whole dense
+    gradient in one collective after the backward pass show it taking, from
+    the last worker's arrival (`probe_inputs.first_collective_in_situ`),
+    more than `LONE_TOLERANCE` longer or shorter than the model gives it
+    as they ran (`_lone_ratio`), the three are scaled by one factor until
+    the two agree;
   - the CPU part of a collective's fixed cost, the share of the core a
     collective's CPU work gets while compute runs (--comm_cpu_share), the
     per-block overhead after the barrier (--block_overhead_ms), the
@@ -148,10 +156,11 @@ Usage:
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import statistics
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -184,6 +193,7 @@ LONE_TOLERANCE = 0.2
 # as agreement once they were.
 LONE_PASSES = 8
 LONE_CONVERGED = 0.01
+LONE_MAX_STEP = math.log(2.0)
 
 FLAGS = flags.FLAGS
 
@@ -239,8 +249,9 @@ def define_flags() -> None:
   flags.DEFINE_enum("lone_collective", "traces", ["traces", "none"],
                     "'traces': where the other rows' traces show a "
                     "collective released alone (the whole gradient in one, "
-                    "after the backward pass) taking more than the target "
-                    "longer or shorter than the model of the inputs "
+                    "after the backward pass) taking more than "
+                    "LONE_TOLERANCE (20%) longer or shorter than the model "
+                    "of the inputs "
                     "measured alone gives it, scale those inputs (the cost "
                     "of a collective, its CPU cost, the arrival-order "
                     "runs) to agree; 'none': take them as measured.")
@@ -332,6 +343,25 @@ def _lone_ratio(in_situ: Dict[str, float],
   return (statistics.median(ratios.values()) if ratios else None), ratios
 
 
+def _next_lone_scale(tried: Sequence[Tuple[float, float]]) -> float:
+  """The next scale of the inputs measured alone, from the (scale, ratio)
+  pairs of `_lone_ratio` tried so far: a secant step on the logarithms
+  towards a ratio of 1 (the modelled time grows faster than the scale:
+  the arrival-order penalty is interpolated in the bytes' excess over the
+  bucket, which scales too, so a plain `scale * ratio` overshoots and
+  oscillates); `scale * ratio` from the first, at most `LONE_MAX_STEP`
+  (in the logarithm) a step."""
+  x1, h1 = (math.log(v) for v in tried[-1])
+  step = h1
+  if len(tried) > 1:
+    x0, h0 = (math.log(v) for v in tried[-2])
+    if h1 != h0:
+      step = -h1 * (x1 - x0) / (h1 - h0)
+  # At most a factor of 2 a step: two nearly equal ratios would send a
+  # secant far.
+  return math.exp(x1 + max(-LONE_MAX_STEP, min(LONE_MAX_STEP, step)))
+
+
 def _fastest_references(results: Dict[str, Any], details: Dict[str, Any]
                         ) -> Dict[str, float]:
   """compute_s and comm_s from their fastest runs in details.json."""
@@ -382,7 +412,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       compute.
     lone_collective: "traces" (rescale the inputs measured alone where
       the other rows' traces show a collective released alone taking more
-      than the target longer or shorter, `_lone_ratio`) or "none".
+      than `LONE_TOLERANCE` longer or shorter, `_lone_ratio`) or "none".
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -617,7 +647,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # what a collective released alone took in the training run itself,
     # in the other rows' traces (`_lone_ratio`): left as measured where
     # the two agree within the target; else rescaled until they agree.
-    lone_scale, lone_ratio, lone_ratios, passes = 1.0, None, {}, 0
+    lone_scale, lone_ratio, lone_ratios, tried = 1.0, None, {}, []
     while True:
       cost_in, cpu_in, penalty_in = _lone_scaled(lone_scale, cost, cpu,
                                                  penalty)
@@ -681,17 +711,17 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       # Without a row that overlaps them, the bytes take all they need.
       model = dataclasses.replace(
           model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
-      if not lone_rows or passes == LONE_PASSES:
+      if not lone_rows or len(tried) == LONE_PASSES:
         break
       lone_ratio, ratios = _lone_ratio(
           lone_in_situ, {t: penalty_of(w) for t, w in lone_rows.items()},
           ran, dag, row_cost, model)
       lone_ratios = lone_ratios or ratios
-      passes += 1
       if lone_ratio is None or abs(lone_ratio - 1) <= (
-          LONE_TOLERANCE if lone_scale == 1.0 else LONE_CONVERGED):
+          LONE_TOLERANCE if not tried else LONE_CONVERGED):
         break
-      lone_scale *= lone_ratio
+      tried.append((lone_scale, lone_ratio))
+      lone_scale = _next_lone_scale(tried)
     # The traces end at the last planned collective; the sparse all-gathers
     # after it are the model's, not part of the overhead: each other row's
     # measured tails less what this model puts after that row's last

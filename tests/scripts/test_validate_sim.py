@@ -908,3 +908,21 @@ def test_inputs_alone_are_rescaled_to_the_lone_collective_in_situ(tmp_path):
     assert list(c["lone_from_traces"].values()) == pytest.approx(
         [1.1] * len(c["lone_from_traces"]), abs=0.02)
     assert row["predicted_s"] == near_base[name]["predicted_s"]
+
+
+def test_lone_scale_converges_where_the_model_grows_faster_than_it():
+  validate_sim = scripts.load_script("validate_sim")
+  # The modelled time grows as scale**1.8 (the penalty's excess scales
+  # too): scale * ratio would overshoot to 0.73 -> 1.30 and oscillate.
+  ratio = lambda scale: 0.73 / scale ** 1.8
+  tried = [(1.0, ratio(1.0))]
+  for _ in range(validate_sim.LONE_PASSES - 1):
+    scale = validate_sim._next_lone_scale(tried)
+    if abs(ratio(scale) - 1) <= validate_sim.LONE_CONVERGED:
+      break
+    tried.append((scale, ratio(scale)))
+  assert abs(ratio(scale) - 1) <= validate_sim.LONE_CONVERGED
+  assert scale == pytest.approx(0.73 ** (1 / 1.8), rel=0.01)
+  # The first step is scale * ratio, at most a factor of 2.
+  assert validate_sim._next_lone_scale([(1.0, 0.6)]) == pytest.approx(0.6)
+  assert validate_sim._next_lone_scale([(1.0, 5.0)]) == pytest.approx(2.0)
