@@ -158,6 +158,10 @@ def main(argv: Sequence[str]) -> int:
                                         **launcher.MEASUREMENT_WORKER)
     groups = by_late_task(outputs, f.warmup_steps)
     computing = compute_figures(outputs, f.busy_ms, f.late_by)
+    # How fast the host was: validate_sim matches a directory to the
+    # probe of the nearest speed.
+    speed = runner.speed_reading(f.workers, [f"--heap={f.heap}"],
+                                 f.timeout_s)
   except (RuntimeError, ValueError, netem.EmulationUnavailable) as e:
     print(f"bench_arrival_order: {e}", file=sys.stderr)
     return 1
@@ -166,6 +170,7 @@ def main(argv: Sequence[str]) -> int:
                       "late_ms": f.late_ms, "late_by": f.late_by,
                       "strategy": f.strategy, "heap": f.heap,
                       "machine": runner.machine(),
+                      "speed_ms_per_matmul": speed,
                       "strategy_classes": sorted(
                           {w.get("strategy_class", "?") for w in outputs}),
                       "heap_modes": sorted(

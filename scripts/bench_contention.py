@@ -173,6 +173,10 @@ def main(argv: Sequence[str]) -> int:
                                           timeout_s=f.timeout_s,
                                           **launcher.MEASUREMENT_WORKER)
       row = summarize(outputs, f.warmup_rounds)
+      # How fast the host was for this size's launch: validate_sim matches
+      # a directory to the probe of the nearest speed.
+      row["speed_ms_per_matmul"] = runner.speed_reading(
+          2, [f"--heap={f.heap}"], f.timeout_s)
     except (RuntimeError, ValueError, netem.EmulationUnavailable) as e:
       print(f"bench_contention: {e}", file=sys.stderr)
       return 1
@@ -187,7 +191,10 @@ def main(argv: Sequence[str]) -> int:
     if cpu is not None:
       with open(os.path.join(f.out, "cpu_cost.json"), "w") as out:
         json.dump(dict(cpu, bandwidth=f.bandwidth or None, heap=f.heap,
-                       compute=compute, machine=machine), out, indent=1)
+                       compute=compute, machine=machine,
+                       speed_ms_per_matmul=statistics.median(
+                           r["speed_ms_per_matmul"] for r in rows)),
+                  out, indent=1)
   if f.json:
     print(json.dumps({"rows": rows, "cpu_cost": cpu}))
     return 0

@@ -452,7 +452,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   if reference == "fastest":
     results = dict(results, **_fastest_references(results, details))
   traces = results_files.worker0_traces(results_dir)
-  setup = results_files.benchmark_setup(results, traces)
+  setup = results_files.benchmark_setup(results, traces, details)
   per_worker = setup["global_batch_size"] // setup["workers"]
   missing = []
 
@@ -513,7 +513,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # it last: measured with two workers on the directory's emulated link,
   # by seconds of traffic beyond its bucket.
   penalty_runs, penalty_source = probe_inputs.order_penalty_runs(
-      results_dir, order_penalty, setup["heap"], setup["machine"])
+      results_dir, order_penalty, setup["heap"], setup["machine"],
+      setup["speed_ms_per_matmul"])
   penalty = probe_inputs.arrival_points(penalty_runs, setup["link_rate"])
   if penalty and (setup["workers"] != 2 or not link_burst):
     penalty, penalty_source = (), (
@@ -856,6 +857,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                  "early_compute_s": early,
                  "order_penalty": [list(p) for p in penalty],
                  "order_penalty_source": penalty_source,
+                 "speed_ms_per_matmul": {
+                     "directory": setup["speed_ms_per_matmul"],
+                     "cpu_cost": probe_inputs.probe_speed(results_dir,
+                                                          cpu_source),
+                     "order_penalty": probe_inputs.probe_speed(
+                         results_dir, penalty_source)},
                  "lone_in_situ": {t: v for t, v in sorted(
                      lone_in_situ.items()) if t not in disturbed},
                  "settings": {"cost_fallback": cost_fallback,
@@ -936,6 +943,13 @@ def format_table(report: Dict[str, Any]) -> str:
       "takes beyond the "
       "model's own time for the collective alone, added to a block's "
       "first collectives released alone on an idle core.",
+      "- Host speed (ms per matmul of tf_preempt.bench.speed_worker's "
+      "chain; the probes of the directory's machine are taken nearest to "
+      "its reading): " + ", ".join(
+          f"{k.replace('_', ' ')} " + ("not read" if v is None else
+                                      f"{v:.3f}")
+          for k, v in (inputs.get("speed_ms_per_matmul") or {}).items()) +
+      ".",
       "- Sparse gradients (IndexedSlices; not in the plans or the traces; "
       "all-gathered after each step's dense collectives: the row count, "
       "then rows and indices): " +

@@ -176,6 +176,45 @@ def test_auto_finds_no_probe_of_another_machine(tmp_path):
       "machine": other}) is None
 
 
+@pytest.mark.parametrize("speed, taken", [
+    # The nearest reading, newer or older.
+    (0.65, "2026-12-06-night"), (1.1, "2026-12-06-morning"),
+    (3.0, "2026-12-06-morning"),
+    # A directory without a reading keeps the probes of unknown speed it
+    # was validated with, though they are the oldest.
+    (None, "2026-12-06-old")])
+def test_auto_takes_the_probe_nearest_in_speed(tmp_path, speed, taken):
+  results_dir = tmp_path / "results"
+  results_dir.mkdir()
+  machine = bench_records.machine_line("fc-v1272")
+  for when, probe_speed in (("2026-12-06-old", None),
+                            ("2026-12-06-morning", 1.18),
+                            ("2026-12-06-night", 0.6)):
+    run = dict(bench_records.arrival_run("2gbit", 3_260_000, 16.6, 13.0),
+               machine=machine)
+    cost = {"alpha": 1e-3, "beta": 3e-9, "bandwidth": "2gbit",
+            "machine": machine}
+    if probe_speed is not None:
+      run["speed_ms_per_matmul"] = probe_speed
+      cost["speed_ms_per_matmul"] = probe_speed
+    _write(tmp_path / f"{when}-arrival-order" / "runs.jsonl",
+           json.dumps(run) + "\n")
+    _write(tmp_path / f"{when}-contention-2gbit" / "cpu_cost.json",
+           json.dumps(cost))
+  identity = results_files.machine_identity(machine)
+  _, source = probe_inputs.order_penalty_runs(str(results_dir), "auto", None,
+                                              identity, speed)
+  assert source == f"{taken}-arrival-order/runs.jsonl"
+  cost = probe_inputs.contention_cost(str(results_dir), {
+      "link_bits_per_s": 2e9, "workers": 2, "heap": None,
+      "machine": identity, "speed_ms_per_matmul": speed})
+  assert cost == str(tmp_path / f"{taken}-contention-2gbit" /
+                     "cpu_cost.json")
+  expected = {"2026-12-06-old": None, "2026-12-06-morning": 1.18,
+              "2026-12-06-night": 0.6}[taken]
+  assert probe_inputs.probe_speed(str(results_dir), source) == expected
+
+
 def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
   traces_dir = tmp_path / "traces"
   traces_dir.mkdir()

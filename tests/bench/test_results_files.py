@@ -1,6 +1,7 @@
 """Reading a results directory: worker 0's trace names, the heap mode."""
 
 from tf_preempt.bench import results_files
+from tf_preempt.testing import bench_records
 
 
 def test_trace_names():
@@ -37,3 +38,15 @@ def test_machine_identity_is_the_cpu_cores_and_kernel():
   assert results_files.machine_identity("made up") is None
   assert results_files.benchmark_setup({"machine": line}, {})["machine"] == (
       "AMD EPYC, 2 cores (shared), Linux 6.18.44-fc-v1272")
+
+
+def test_the_host_s_speed_reading_is_part_of_the_setup():
+  line = bench_records.machine_line()
+  assert results_files.benchmark_setup(
+      {"machine": line}, {}, {"speed_ms_per_matmul": 0.67})[
+          "speed_ms_per_matmul"] == 0.67
+  # Directories from before bench.py read it.
+  assert results_files.benchmark_setup({"machine": line}, {}, {})[
+      "speed_ms_per_matmul"] is None
+  assert results_files.benchmark_setup({"machine": line}, {})[
+      "speed_ms_per_matmul"] is None

@@ -73,6 +73,12 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert pace_run["profile"]["cost_model"]["beta"] >= 0
   assert pace_run["profile"]["forward_s"] > 0
   assert "profiled steps" in details["settings"]["pace@2"]["description"]
+  # The host's speed was read beside the references, each repeat.
+  speeds = [r["value_s"] for r in details["runs"]
+            if r["name"] == "speed reading"]
+  assert len(speeds) == 1 and speeds[0] > 0
+  assert details["speed_ms_per_matmul"] == speeds[0] * 1e3
+  assert "ms per matmul" in (tmp_path / "results.md").read_text()
   # --heap reached the training workers, as they report it.
   assert details["heap"] == "keep"
   assert {r["heap"] for r in details["runs"] if "@" in r["name"]} == {"keep"}

@@ -28,6 +28,7 @@ session per file.
 
 import glob
 import json
+import math
 import os
 import statistics
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
@@ -134,12 +135,47 @@ def _machine_rank(machines: Collection[Optional[str]],
   return 1 if machine is not None and machines == {machine} else None
 
 
-def _best_probe(ranked: Sequence[Tuple[Optional[int], str]]
+def _speed_fit(probe_speed: Optional[float], speed: Optional[float]
+               ) -> float:
+  """How a probe's speed reading fits a directory's (ms per matmul of
+  `speed_worker`'s chain; None: not read), higher is better: minus the
+  distance of their logarithms if both were read; a probe without one
+  after every probe with one; for a directory without one, probes
+  without one first (a probe run on a host of unknown speed stays the
+  input of the directories validated with it)."""
+  if speed is None:
+    return 0.0 if probe_speed is None else -1.0
+  if probe_speed is None:
+    return -math.inf
+  return -abs(math.log(probe_speed / speed))
+
+
+def _best_probe(ranked: Sequence[Tuple[Optional[int], float, str]]
                 ) -> Optional[str]:
-  """The path of the best (rank, path) of `_machine_rank`'s ranks: the
-  highest rank, then the newest name; None if every rank is None."""
-  fitting = [(rank, path) for rank, path in ranked if rank is not None]
-  return max(fitting)[1] if fitting else None
+  """The path of the best (rank, speed fit, path) of `_machine_rank`'s
+  ranks and `_speed_fit`'s fits: the highest rank, then the best fit,
+  then the newest name; None if every rank is None."""
+  fitting = [r for r in ranked if r[0] is not None]
+  return max(fitting)[2] if fitting else None
+
+
+def probe_speed(results_dir: str, source: str) -> Optional[float]:
+  """The speed reading of the probe `source` names beside `results_dir` (a
+  cpu_cost.json or a runs.jsonl, as `cpu_cost_model` and
+  `order_penalty_runs` name them), None if it has none or is no file."""
+  path = os.path.join(os.path.dirname(os.path.abspath(results_dir)), source)
+  if not os.path.isfile(path):
+    return None
+  if path.endswith(".jsonl"):
+    return _runs_speed(_read_runs(path))
+  return (results_files.read_json(path) or {}).get("speed_ms_per_matmul")
+
+
+def _runs_speed(runs: Sequence[Dict[str, Any]]) -> Optional[float]:
+  """The median speed reading of a probe's runs, None if none has one."""
+  speeds = [r["speed_ms_per_matmul"] for r in runs
+            if r.get("speed_ms_per_matmul")]
+  return statistics.median(speeds) if speeds else None
 
 
 def _read_runs(path: str) -> List[Dict[str, Any]]:
@@ -149,17 +185,21 @@ def _read_runs(path: str) -> List[Dict[str, Any]]:
 
 def order_penalty_runs(results_dir: str, source: str,
                        heap: Optional[str] = None,
-                       machine: Optional[str] = None
+                       machine: Optional[str] = None,
+                       speed: Optional[float] = None
                        ) -> Tuple[List[Dict[str, Any]], str]:
   """The arrival-order runs `--order_penalty` names, and their path.
 
   Args:
     results_dir: the directory being validated.
     source: "none", "auto" (the `ARRIVAL_ORDER_GLOB` beside it whose runs
-      were in heap mode `heap`, on its machine before unrecorded ones, the
-      newest) or a runs.jsonl path.
+      were in heap mode `heap`, on its machine before unrecorded ones,
+      then of the nearest speed, `_speed_fit`, then the newest) or a
+      runs.jsonl path.
     heap: the directory's `results_files.heap_mode`.
     machine: the directory's `results_files.machine_identity`.
+    speed: the directory's speed reading ("speed_ms_per_matmul" of
+      `results_files.benchmark_setup`).
 
   Raises:
     ValueError: if `source` is a path that does not exist.
@@ -174,7 +214,8 @@ def order_penalty_runs(results_dir: str, source: str,
       if {r.get("heap") for r in runs} == {heap}:
         ranked.append((_machine_rank(
             [results_files.machine_identity(r.get("machine"))
-             for r in runs], machine), path))
+             for r in runs], machine), _speed_fit(_runs_speed(runs), speed),
+                       path))
     source = _best_probe(ranked)
     if source is None:
       return [], (f"none: no {ARRIVAL_ORDER_GLOB} of heap mode {heap} "
@@ -370,7 +411,9 @@ def contention_cost(results_dir: str, setup: Dict[str, Any]
                     ) -> Optional[str]:
   """The `CONTENTION_GLOB` beside `results_dir` measured on its link rate
   with its worker count (bench_contention runs 2) in its heap mode, on its
-  machine before unrecorded ones, the newest; or None."""
+  machine before unrecorded ones, then of the nearest speed to the
+  setup's "speed_ms_per_matmul" (`_speed_fit`), then the newest; or
+  None."""
   parent = os.path.dirname(os.path.abspath(results_dir))
   rate = setup.get("link_bits_per_s")
   if rate is None or setup.get("workers") != 2:
@@ -385,7 +428,9 @@ def contention_cost(results_dir: str, setup: Dict[str, Any]
         and str(probe.get("compute", "chain")).startswith("chain")):
       ranked.append((_machine_rank(
           [results_files.machine_identity(probe.get("machine"))],
-          setup.get("machine")), path))
+          setup.get("machine")),
+                     _speed_fit(probe.get("speed_ms_per_matmul"),
+                                setup.get("speed_ms_per_matmul")), path))
   return _best_probe(ranked)
 
 

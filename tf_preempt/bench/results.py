@@ -180,6 +180,10 @@ def markdown(results: Mapping[str, Any], details: Mapping[str, Any],
       f"{details.get('warmup_steps', '?')} not timed; a run's step time is "
       "the median of its timed steps on the slower worker; `median` is the "
       f"median over {details.get('repeats', '?')} interleaved run(s).", "",
+      *([f"Host speed: {details['speed_ms_per_matmul']:.3f} ms per matmul "
+         "(tf_preempt.bench.speed_worker's chain, the median of the "
+         "interleaved speed readings).", ""]
+        if details.get("speed_ms_per_matmul") else []),
       "| row | K | settings | runs (ms) | median (ms) | vs tf_default@1 | "
       "vs best baseline | vs lower bound |",
       "|---|---|---|---|---|---|---|---|"]

@@ -98,24 +98,30 @@ def machine_identity(line: Optional[str]) -> Optional[str]:
 
 
 def benchmark_setup(results: Dict[str, Any],
-                    traces: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-  """Model, workers, global batch and link of the benchmark.
+                    traces: Dict[str, Dict[str, Any]],
+                    details: Optional[Dict[str, Any]] = None
+                    ) -> Dict[str, Any]:
+  """Model, workers, global batch, link and host of the benchmark.
 
   Args:
     results: its results.json.
     traces: its `worker0_traces` (their metadata first), or {}.
+    details: its details.json, or None.
 
   Returns:
     {"model", "workers", "global_batch_size", "source": where they came
     from, "link_rate", "link_bits_per_s", "link_burst_s", "heap": its
-    `heap_mode`, "machine": its `machine_identity`}.
+    `heap_mode`, "machine": its `machine_identity`,
+    "speed_ms_per_matmul": the host's speed reading (scripts/bench.py
+    reads it since 6 December, night; None before)}.
   """
   rate = emulated_link.link_rate(results)
   link = {"link_rate": rate,
           "link_bits_per_s": emulated_link.link_bits_per_s(rate or ""),
           "link_burst_s": emulated_link.link_burst_seconds(rate),
           "heap": heap_mode(results),
-          "machine": machine_identity(results.get("machine"))}
+          "machine": machine_identity(results.get("machine")),
+          "speed_ms_per_matmul": (details or {}).get("speed_ms_per_matmul")}
   for trace in traces.values():
     stats = (trace.get("metadata") or {}).get("stats") or {}
     if {"model", "workers", "global_batch_size"} <= set(stats):

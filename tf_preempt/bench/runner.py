@@ -37,6 +37,9 @@ CREDIT_BYTES = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB)
 SCHEDULERS = ("tf_default", "tf_packed", "horovod", "ddp", "bytescheduler",
               "priority", "pace")
 COMPUTE, COMM = "compute alone", "communication alone"
+# A reading of the host's speed (`speed_worker`), beside the references: one
+# machine identity is not one speed on this testbed.
+SPEED = "speed reading"
 
 
 @dataclasses.dataclass
@@ -181,6 +184,9 @@ class Bench:
       value, extra = self._compute_alone()
     elif setting.name == COMM:
       value, extra = self._comm_alone()
+    elif setting.name == SPEED:
+      value, extra = speed_reading(self.num_workers, self.heap_args,
+                                   self.timeout_s) * 1e-3, {}
     else:
       trace = os.path.join(self.trace_dir, timeline.trace_file(setting.name))
       r = self.train_once(
@@ -262,6 +268,23 @@ class Bench:
                                              "samples": samples}
 
 
+def speed_reading(num_workers: int, heap_args: Sequence[str] = (),
+                  timeout_s: float = 120.0) -> float:
+  """Milliseconds per matmul of `speed_worker`'s chain, the slowest of
+  `num_workers` workers pinned as the benchmark's are (run all at once,
+  so that each core is as busy as in a run).
+
+  Raises:
+    RuntimeError: if a worker failed or timed out.
+  """
+  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+  stats = launch.launch_for_stats(
+      [sys.executable, "-m", "tf_preempt.bench.speed_worker", *heap_args],
+      num_workers, timeout_s=timeout_s, link=None,
+      **launch.MEASUREMENT_WORKER)
+  return max(s["ms_per_matmul"] for s in stats)
+
+
 def pick_best(bench: Bench, scheduler: str, flag: str,
               values: Sequence[int]) -> Tuple[int, Dict[int, float]]:
   """Runs `scheduler` at K=1 once per value of `flag`; the fastest value."""
@@ -304,7 +327,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         bench, "bytescheduler", "credit_bytes", CREDIT_BYTES)
   rows = settings_of(schedulers, unroll, pack, credit, pace_profile_steps,
                      pace_sparse_as_dense)
-  order = rows + [Setting(COMPUTE), Setting(COMM)]
+  order = rows + [Setting(COMPUTE), Setting(COMM), Setting(SPEED)]
   # The pre-pass runs are not rows' runs: keep only what follows.
   first_row_run = len(bench.runs)
   for repeat, s in interleaved(order, repeats):
@@ -314,6 +337,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
              for s in order}
   compute_s = statistics.median(by_name.pop(COMPUTE))
   comm_s = statistics.median(by_name.pop(COMM))
+  speed_ms = statistics.median(by_name.pop(SPEED)) * 1e3
   loads = [r["load_before"] for r in bench.runs]
   description = (f"{machine()}; load average before each run "
                  f"{min(loads):.2f}-{max(loads):.2f}; link "
@@ -332,7 +356,10 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
              "runs": bench.runs, "elapsed_s": time.perf_counter() - start,
              "batch_size": batch_size, "steps": steps,
              "warmup_steps": warmup_steps, "repeats": repeats,
-             "heap": heap_mode}
+             "heap": heap_mode,
+             # The median over the repeats; each reading is a "speed
+             # reading" run (its value_s: seconds per matmul).
+             "speed_ms_per_matmul": speed_ms}
   with open(os.path.join(out_dir, "details.json"), "w") as f:
     json.dump(details, f, indent=1)
   cost_model = bench.cost_model()
