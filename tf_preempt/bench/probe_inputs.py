@@ -31,7 +31,8 @@ import json
 import math
 import os
 import statistics
-from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Collection, Dict, List, Optional,
+                    Sequence, Tuple)
 
 from tf_preempt.bench import collective_cost
 from tf_preempt.bench import emulated_link
@@ -150,13 +151,37 @@ def _speed_fit(probe_speed: Optional[float], speed: Optional[float]
   return -abs(math.log(probe_speed / speed))
 
 
-def _best_probe(ranked: Sequence[Tuple[Optional[int], float, str]]
+def _auto_probe(results_dir: str, pattern: str,
+                describe: Callable[[str], Optional[Tuple[List[Optional[str]],
+                                                         Optional[float]]]],
+                machine: Optional[str], speed: Optional[float]
                 ) -> Optional[str]:
-  """The path of the best (rank, speed fit, path) of `_machine_rank`'s
-  ranks and `_speed_fit`'s fits: the highest rank, then the best fit,
-  then the newest name; None if every rank is None."""
-  fitting = [r for r in ranked if r[0] is not None]
-  return max(fitting)[2] if fitting else None
+  """The best probe file matching `pattern` beside `results_dir`.
+
+  Args:
+    results_dir: the directory being validated.
+    pattern: a glob in its parent.
+    describe: of a probe's path, (the machine identities its runs
+      recorded, its speed reading or None) if it fits the directory
+      otherwise (link, heap mode), else None.
+    machine: the directory's `results_files.machine_identity`.
+    speed: the directory's speed reading, or None.
+
+  Returns:
+    The path of the highest `_machine_rank`, then the best `_speed_fit`,
+    then the newest name; None if no probe fits or is of its machine or
+    of none recorded.
+  """
+  parent = os.path.dirname(os.path.abspath(results_dir))
+  ranked = []
+  for path in glob.glob(os.path.join(parent, pattern)):
+    described = describe(path)
+    if described is not None:
+      machines, probe_speed = described
+      rank = _machine_rank(machines, machine)
+      if rank is not None:
+        ranked.append((rank, _speed_fit(probe_speed, speed), path))
+  return max(ranked)[2] if ranked else None
 
 
 def probe_speed(results_dir: str, source: str) -> Optional[float]:
@@ -207,16 +232,16 @@ def order_penalty_runs(results_dir: str, source: str,
   if source == "none":
     return [], "none"
   if source == "auto":
-    parent = os.path.dirname(os.path.abspath(results_dir))
-    ranked = []
-    for path in glob.glob(os.path.join(parent, ARRIVAL_ORDER_GLOB)):
+
+    def describe(path):
       runs = _read_runs(path)
-      if {r.get("heap") for r in runs} == {heap}:
-        ranked.append((_machine_rank(
-            [results_files.machine_identity(r.get("machine"))
-             for r in runs], machine), _speed_fit(_runs_speed(runs), speed),
-                       path))
-    source = _best_probe(ranked)
+      if {r.get("heap") for r in runs} != {heap}:
+        return None
+      return ([results_files.machine_identity(r.get("machine"))
+               for r in runs], _runs_speed(runs))
+
+    source = _auto_probe(results_dir, ARRIVAL_ORDER_GLOB, describe, machine,
+                         speed)
     if source is None:
       return [], (f"none: no {ARRIVAL_ORDER_GLOB} of heap mode {heap} "
                   f"beside the directory whose runs all recorded its "
@@ -414,24 +439,23 @@ def contention_cost(results_dir: str, setup: Dict[str, Any]
   machine before unrecorded ones, then of the nearest speed to the
   setup's "speed_ms_per_matmul" (`_speed_fit`), then the newest; or
   None."""
-  parent = os.path.dirname(os.path.abspath(results_dir))
   rate = setup.get("link_bits_per_s")
   if rate is None or setup.get("workers") != 2:
     return None
-  ranked = []
-  for path in glob.glob(os.path.join(parent, CONTENTION_GLOB)):
+
+  def describe(path):
     probe = results_files.read_json(path) or {}
     # The matmul chain's probes only (before --compute they had no
     # "compute"): the model-pass probe is a trial, taken when named.
-    if (emulated_link.link_bits_per_s(probe.get("bandwidth") or "") == rate
-        and probe.get("heap") == setup.get("heap")
-        and str(probe.get("compute", "chain")).startswith("chain")):
-      ranked.append((_machine_rank(
-          [results_files.machine_identity(probe.get("machine"))],
-          setup.get("machine")),
-                     _speed_fit(probe.get("speed_ms_per_matmul"),
-                                setup.get("speed_ms_per_matmul")), path))
-  return _best_probe(ranked)
+    if (emulated_link.link_bits_per_s(probe.get("bandwidth") or "") != rate
+        or probe.get("heap") != setup.get("heap")
+        or not str(probe.get("compute", "chain")).startswith("chain")):
+      return None
+    return ([results_files.machine_identity(probe.get("machine"))],
+            probe.get("speed_ms_per_matmul"))
+
+  return _auto_probe(results_dir, CONTENTION_GLOB, describe,
+                     setup.get("machine"), setup.get("speed_ms_per_matmul"))
 
 
 def _fastest_cpu_bound_sibling(results_dir: str, setup: Dict[str, Any]
