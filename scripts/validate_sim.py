@@ -647,7 +647,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # of a collective, its CPU cost, the arrival-order runs) scaled to
     # what a collective released alone took in the training run itself,
     # in the other rows' traces (`_lone_ratio`): left as measured where
-    # the two agree within the target; else rescaled until they agree.
+    # the two agree within `LONE_TOLERANCE`; else rescaled (by secant
+    # steps, `_next_lone_scale`) until they agree within `LONE_CONVERGED`.
     lone_scale, lone_ratio, lone_ratios, tried = 1.0, None, {}, []
     while True:
       cost_in, cpu_in, penalty_in = _lone_scaled(lone_scale, cost, cpu,
