@@ -185,9 +185,9 @@ from tf_preempt.bench.results import split_name
 TARGET_ABS_ERROR = 0.10
 # The inputs measured alone are rescaled to the traces' collectives
 # released alone (`_lone_ratio`) only where the two differ by more than
-# this: on the machines of 3 and 4 December, where they agree, the
-# traces' ratios still lie 14-16% either side of 1 (K=1 above, K=2
-# below), so a smaller difference is the traces' own spread.
+# this: on the machines of 2-4 December, where they agree on average, one
+# trace's ratio still lies anywhere from 0.84 to 1.17, so a smaller
+# difference is the traces' own spread.
 LONE_TOLERANCE = 0.2
 # How many times they are rescaled at most, and the ratio left that counts
 # as agreement once they were.
