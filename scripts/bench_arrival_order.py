@@ -187,7 +187,8 @@ def main(argv: Sequence[str]) -> int:
          f"took {computing['ms_per_op']:.3f} ms)")
   print(f"{f.workers} workers, {where}, one {f.strategy} all-reduce of "
         f"{f.nbytes} B (heap {f.heap}), "
-        f"the late task {f.late_ms:g} ms late, {how}")
+        f"the late task {f.late_ms:g} ms late, {how}; host speed "
+        f"{speed:.3f} ms per matmul")
   for key, g in groups.items():
     print(f"  {key + ' late:':14s} {g['steps']:3d} steps, last arrival to "
           f"end median {g['from_last_ms']:.1f} ms (skew {g['skew_ms']:.1f} "

@@ -325,7 +325,8 @@ def _lone_ratio(in_situ: Dict[str, float],
   with that row's arrival-order penalty.
 
   Returns:
-    (the median ratio, None without traces; {trace name: its ratio}).
+    (the median ratio, None without traces or without a positive
+    modelled time; {trace name: its ratio}).
   """
   # pylint: disable=g-import-not-at-top
   from tf_preempt.plan import execution
@@ -713,14 +714,16 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       # Without a row that overlaps them, the bytes take all they need.
       model = dataclasses.replace(
           model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
-      if not lone_rows or len(tried) == LONE_PASSES:
+      if not lone_rows:
         break
+      # The ratio of the model just built: the one reported.
       lone_ratio, ratios = _lone_ratio(
           lone_in_situ, {t: penalty_of(w) for t, w in lone_rows.items()},
           ran, dag, row_cost, model)
       lone_ratios = lone_ratios or ratios
-      if lone_ratio is None or abs(lone_ratio - 1) <= (
-          LONE_TOLERANCE if not tried else LONE_CONVERGED):
+      if lone_ratio is None or len(tried) == LONE_PASSES or abs(
+          lone_ratio - 1) <= (LONE_TOLERANCE if not tried else
+                              LONE_CONVERGED):
         break
       tried.append((lone_scale, lone_ratio))
       lone_scale = _next_lone_scale(tried)

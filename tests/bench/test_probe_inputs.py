@@ -255,19 +255,42 @@ def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
       lags, ["priority_k1.worker-0.json"], 1, 4) is None
 
 
+def _waiting_pair(traces_dir, stem, k, blocks):
+  """Both workers' traces of row `stem` (K=`k`): per block (its last step
+  "batch", task 0's lateness, then per step the collective's ms from the
+  last arrival), task 1 starting each collective first and waiting for
+  task 0; both end it together."""
+  for task in (0, 1):
+    events = []
+    for i, (batch, late_us, from_last_ms) in enumerate(blocks):
+      start = i * 200_000.0
+      events.append({"name": f"block {batch}", "cat": "compute", "ph": "X",
+                     "ts": start + (late_us if task == 0 else 0.0),
+                     "dur": 190_000.0, "args": {"batch": batch}})
+      for step, ms in enumerate(from_last_ms):
+        last = start + 50_000 + step * 60_000 + late_us
+        begin = last if task == 0 else last - late_us
+        events.append(bench_records.collective(
+            batch - (k - 1) + step, 0, 1 << 20, begin, begin,
+            last + ms * 1e3 - begin))
+    (traces_dir / f"{stem}.worker-{task}.json").write_text(
+        json.dumps(bench_records.trace(events, [])))
+
+
 def test_first_collective_in_situ_from_the_last_arrival(tmp_path):
   traces_dir = tmp_path / "traces"
   traces_dir.mkdir()
-  # Each worker's collective takes 20 ms from its own start; task 0 starts
-  # 3 ms late in batch 4: from the last arrival it is 20 ms either way.
-  # Batch 2 is warm-up (a 50 ms collective).
-  bench_records.skewed_trace_pair(traces_dir, "tf_default_k1",
-                                  {4: 3000, 5: 0, 6: 0}, collective_us=20e3)
-  bench_records.skewed_trace_pair(traces_dir, "warm_k1", {2: 0},
-                                  collective_us=50e3)
-  bench_records.skewed_trace_pair(traces_dir, "tf_packed_k1",
-                                  {2: 0, 4: 0, 5: 0, 6: 0, 7: 0},
-                                  collective_us=10e3)
+  # K=1: task 0 arrives 3 ms late in the timed blocks; from the last
+  # arrival each collective takes 20 ms (task 1's own spans 23). Batches 2
+  # and 3 are warm-up, 50 ms each.
+  _waiting_pair(traces_dir, "tf_default_k1", 1,
+                [(2, 0, [50]), (3, 0, [50]), (4, 3000, [20]),
+                 (5, 3000, [20])])
+  # K=2: only a block's first step counts (its workers arrive as the
+  # block starts): 30 ms, not the second step's 10.
+  _waiting_pair(traces_dir, "tf_default_k2", 2,
+                [(5, 3000, [30, 10]), (7, 0, [30, 10]),
+                 (9, 3000, [30, 10])])
   # A row of three workers is not a pair.
   bench_records.skewed_trace_pair(traces_dir, "horovod_k1", {4: 0})
   (traces_dir / "horovod_k1.worker-2.json").write_text(
@@ -276,10 +299,11 @@ def test_first_collective_in_situ_from_the_last_arrival(tmp_path):
             for p in traces_dir.glob("*.worker-0.json")}
   assert probe_inputs.first_collective_in_situ(str(tmp_path), traces, 4) == {
       "tf_default_k1.worker-0.json": pytest.approx(20e-3),
-      "tf_packed_k1.worker-0.json": pytest.approx(10e-3)}
+      "tf_default_k2.worker-0.json": pytest.approx(30e-3)}
+  # From step 2 on the warm-up blocks count too: 50, 50, 20, 20.
   assert probe_inputs.first_collective_in_situ(
-      str(tmp_path), traces, 2)["warm_k1.worker-0.json"] == pytest.approx(
-          50e-3)
+      str(tmp_path), traces, 2)["tf_default_k1.worker-0.json"] == (
+          pytest.approx(35e-3))
 
 
 def _step_profile(parent, name, models, layer_shares=None):

@@ -73,7 +73,7 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert pace_run["profile"]["cost_model"]["beta"] >= 0
   assert pace_run["profile"]["forward_s"] > 0
   assert "profiled steps" in details["settings"]["pace@2"]["description"]
-  # The host's speed was read beside the references, each repeat.
+  # The host's speed was read beside the references (once: one repeat).
   speeds = [r["value_s"] for r in details["runs"]
             if r["name"] == "speed reading"]
   assert len(speeds) == 1 and speeds[0] > 0

@@ -852,12 +852,13 @@ def _lone_collective_bench(path, collective_us):
   _write_vgg_rows(path, {"tf_default@1": _row(0.30),
                          "tf_default@2": dict(_row(0.28), unroll=2),
                          "pace@2": dict(_row(0.22), unroll=2)}, "2gbit")
-  for stem, batches in (("tf_default_k1", (8, 9, 10, 11)),
-                        ("tf_default_k2", (9, 11, 13))):
+  for stem, batches, k in (("tf_default_k1", (8, 9, 10, 11), 1),
+                           ("tf_default_k2", (9, 11, 13), 2)):
     bench_records.skewed_trace_pair(path / "traces", stem,
                                     dict.fromkeys(batches, 0),
                                     nbytes=3_260_000,
-                                    collective_us=collective_us[stem])
+                                    collective_us=collective_us[stem],
+                                    unroll=k)
 
 
 def test_inputs_alone_are_rescaled_to_the_lone_collective_in_situ(tmp_path):
@@ -926,3 +927,21 @@ def test_lone_scale_converges_where_the_model_grows_faster_than_it():
   # The first step is scale * ratio, at most a factor of 2.
   assert validate_sim._next_lone_scale([(1.0, 0.6)]) == pytest.approx(0.6)
   assert validate_sim._next_lone_scale([(1.0, 5.0)]) == pytest.approx(2.0)
+
+
+def test_lone_ratio_reported_is_the_final_scale_s(tmp_path, monkeypatch):
+  validate_sim = scripts.load_script("validate_sim")
+  _lone_collective_bench(tmp_path, {"tf_default_k1": 12e3,
+                                    "tf_default_k2": 13e3})
+  # One rescale only: the model is then built at the first step's scale
+  # (scale * ratio, at most a factor of 2) and its own ratio, not the
+  # first one, is reported.
+  monkeypatch.setattr(validate_sim, "LONE_PASSES", 1)
+  c = validate_sim.validate(str(tmp_path), cpu_cost="none")["rows"][
+      "pace@2"]["calibration"]
+  first = sorted(c["lone_from_traces"].values())
+  first_ratio = (first[0] + first[1]) / 2
+  assert first_ratio < 0.5
+  assert c["lone_scale"] == pytest.approx(0.5)
+  assert abs(c["lone_ratio"] - 1) < abs(first_ratio - 1)
+  assert c["lone_ratio"] != pytest.approx(first_ratio)

@@ -144,6 +144,9 @@ def _speed_fit(probe_speed: Optional[float], speed: Optional[float]
   after every probe with one; for a directory without one, probes
   without one first (a probe run on a host of unknown speed stays the
   input of the directories validated with it)."""
+  # A reading that is not positive is no reading.
+  probe_speed = probe_speed if probe_speed and probe_speed > 0 else None
+  speed = speed if speed and speed > 0 else None
   if speed is None:
     return 0.0 if probe_speed is None else -1.0
   if probe_speed is None:
@@ -275,18 +278,22 @@ def start_lags(results_dir: str, traces: Dict[str, Dict[str, Any]]
 def first_collective_in_situ(results_dir: str,
                              traces: Dict[str, Dict[str, Any]],
                              first_iteration: int) -> Dict[str, float]:
-  """Per two-worker trace pair: its first collective's median seconds from
-  the last worker's arrival to its end, from `first_iteration` on.
+  """Per two-worker trace pair: the median seconds from the last worker's
+  arrival to the end of the first collective of a block's first step,
+  over the blocks whose first step is `first_iteration` or later.
 
   What a block's first collective took in the training run itself, with
   the workers arriving as they did (`timeline.collective_arrivals`): for a
   row that reduces the whole gradient in one collective after the
-  backward pass, the in-situ time of a collective released alone.
+  backward pass, the in-situ time of a collective released alone. Only
+  a block's first step counts: its workers arrive as the blocks start
+  (the later steps' collectives follow their peers' within the block).
 
   Args:
     results_dir: the results directory (worker 1's traces are read here).
     traces: worker 0's traces by file name
-      (`results_files.worker0_traces`).
+      (`results_files.worker0_traces`), K in the name, the compute
+      blocks' "batch" (a block's last step) in their args.
     first_iteration: the first step counted (tracing and warm-up before).
 
   Returns:
@@ -295,8 +302,14 @@ def first_collective_in_situ(results_dir: str,
   from tf_preempt.bench import timeline  # pylint: disable=g-import-not-at-top
   out = {}
   for name, pair in _two_worker_traces(results_dir, traces):
+    k = results_files.trace_unroll(name)
+    first_steps = {e["args"]["batch"] - (k - 1)
+                   for e in pair[0].get("traceEvents", ())
+                   if e.get("cat") == "compute" and
+                   "batch" in (e.get("args") or {})}
     times = [a["from_last_s"] for a in timeline.collective_arrivals(pair)
-             if a["collective_id"] == 0 and a["iteration"] >= first_iteration]
+             if a["collective_id"] == 0 and a["iteration"] in first_steps
+             and a["iteration"] >= first_iteration]
     if times:
       out[name] = statistics.median(times)
   return out

@@ -32,20 +32,21 @@ def trace(blocks, collectives):
 
 
 def skewed_trace_pair(traces_dir, stem, late_us_by_batch, nbytes=1 << 20,
-                      collective_us=30_000.0):
+                      collective_us=30_000.0, unroll=1):
   """Writes worker 0's and 1's traces of row `stem` into `traces_dir` (a
-  pathlib.Path): one block per batch, worker 0 starting it
+  pathlib.Path): one block per batch (its last step), worker 0 starting it
   late_us_by_batch[batch] after worker 1; one collective of `nbytes` per
-  block, 50 ms into it, `collective_us` long on each worker (so as long
-  from the last arrival)."""
+  block, in its first step (of `unroll`), 50 ms into it, `collective_us`
+  long on each worker (so as long from the last arrival)."""
   for task in (0, 1):
     events = []
     for i, (batch, late_us) in enumerate(sorted(late_us_by_batch.items())):
       start = i * 100_000.0 + (late_us if task == 0 else 0.0)
       events.append({"name": f"block {batch}", "cat": "compute", "ph": "X",
                      "ts": start, "dur": 90_000.0, "args": {"batch": batch}})
-      events.append(collective(batch, 0, nbytes, start + 50_000,
-                               start + 50_000, collective_us))
+      events.append(collective(batch - (unroll - 1), 0, nbytes,
+                               start + 50_000, start + 50_000,
+                               collective_us))
     (traces_dir / f"{stem}.worker-{task}.json").write_text(
         json.dumps(trace(events, [])))
 
