@@ -58,24 +58,6 @@ def define_flags() -> None:
   define_shared_flags()
 
 
-def _matmul_chain(strategy, ops: int, matrix: int):
-  """A function of `after` that runs `ops` matmuls one after the other.
-
-  Returns (the timestamp at its end, a scalar that depends on it).
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  weight, start_x = stock_ring.chain_variables(strategy, matrix)
-
-  def chain(after):
-    with tf.control_dependencies([after]):
-      x = tf.identity(start_x.read_value())
-    for _ in range(ops):
-      x = tf.matmul(x, weight)
-    with tf.control_dependencies([x]):
-      return tf.timestamp(), x[0, 0]
-  return chain
-
-
 def _model_pass(strategy, model_name: str, batch_size: int):
   """A function of `after` that runs the model's forward and backward pass.
 
@@ -124,7 +106,7 @@ def main(argv: Sequence[str]) -> None:
   task = strategy.cluster_resolver.task_id
   compute = (_model_pass(strategy, f.model, f.batch_size)
              if f.compute == "model" else
-             _matmul_chain(strategy, f.ops, f.matrix))
+             stock_ring.matmul_chain(strategy, f.ops, f.matrix))
 
   def all_reduce(after):
     with tf.control_dependencies([after]):

@@ -37,15 +37,12 @@ def main(argv: Sequence[str]) -> None:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   f = flags.FLAGS
   heap.configure_heap(f.heap)
-  weight, start = stock_ring.chain_variables(tf.distribute.get_strategy(),
-                                             f.matrix)
+  matmuls = stock_ring.matmul_chain(tf.distribute.get_strategy(), f.ops,
+                                    f.matrix)
 
   @tf.function
   def chain():
-    x = start.read_value()
-    for _ in range(f.ops):
-      x = tf.matmul(x, weight)
-    return x[0, 0]
+    return matmuls(tf.constant(0.0))[1]
 
   chain().numpy()  # Tracing and the first run, untimed.
   seconds = []

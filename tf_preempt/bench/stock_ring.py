@@ -3,7 +3,8 @@
 `scripts/bench_arrival_order.py` and `scripts/bench_contention.py` time
 what TensorFlow's own ring does, so their workers build stock
 `tf.distribute.MultiWorkerMirroredStrategy` with RING collectives here,
-and the variables of the chain of matmuls they compute beside it. For a
+and the chain of matmuls they compute beside it (which
+`speed_worker` also times alone). For a
 side-by-side check the arrival probe can also build tf_preempt's strategy
 with the "tf_default" scheduler (the same one collective, gated by the
 scheduler op), as the training binary's tf_default rows run it.
@@ -61,3 +62,31 @@ def chain_variables(strategy, matrix: int):
     weight = tf.Variable(tf.eye(matrix) * 0.999 + 1e-4, trainable=False)
     start = tf.Variable(tf.ones([matrix, matrix]), trainable=False)
   return weight, start
+
+
+def matmul_chain(strategy, ops: int, matrix: int):
+  """A function of `after` that runs `ops` matmuls one after the other.
+
+  The probes' compute: `contention_worker`'s "compute" and
+  `speed_worker`'s reading of the host's speed run this one chain.
+
+  Args:
+    strategy: the probe's strategy (its variables are made in its scope).
+    ops: matmuls in the chain.
+    matrix: the side of its square float32 matrices.
+
+  Returns:
+    chain(after) -> (the timestamp at its end, a scalar that depends on
+    it), its matmuls after `after`.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  weight, start_x = chain_variables(strategy, matrix)
+
+  def chain(after):
+    with tf.control_dependencies([after]):
+      x = tf.identity(start_x.read_value())
+    for _ in range(ops):
+      x = tf.matmul(x, weight)
+    with tf.control_dependencies([x]):
+      return tf.timestamp(), x[0, 0]
+  return chain
