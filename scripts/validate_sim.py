@@ -255,6 +255,10 @@ def define_flags() -> None:
                     "measured alone gives it, scale those inputs (the cost "
                     "of a collective, its CPU cost, the arrival-order "
                     "runs) to agree; 'none': take them as measured.")
+  flags.DEFINE_float("lone_tolerance", LONE_TOLERANCE, "With "
+                     "--lone_collective=traces: how far from 1 the ratio "
+                     "may be before the inputs are rescaled (the default's "
+                     "reason is at LONE_TOLERANCE).")
   flags.DEFINE_enum("reference", "median", ["median", "fastest"],
                     "Which repeat to compare with and to take compute "
                     "alone and communication alone from: the median (the "
@@ -385,7 +389,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              order_penalty: str = "auto",
              latency_behind_bytes: bool = True,
              layer_times: str = "flops",
-             lone_collective: str = "traces") -> Dict[str, Any]:
+             lone_collective: str = "traces",
+             lone_tolerance: float = LONE_TOLERANCE) -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
@@ -413,7 +418,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       compute.
     lone_collective: "traces" (rescale the inputs measured alone where
       the other rows' traces show a collective released alone taking more
-      than `LONE_TOLERANCE` longer or shorter, `_lone_ratio`) or "none".
+      than `lone_tolerance` longer or shorter, `_lone_ratio`) or "none".
+    lone_tolerance: that fraction (`LONE_TOLERANCE`, whose comment says
+      why).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -448,6 +455,9 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   if lone_collective not in ("traces", "none"):
     raise ValueError(f"lone_collective={lone_collective!r}: 'traces' or "
                      "'none'")
+  if not lone_tolerance > 0:
+    raise ValueError(f"lone_tolerance={lone_tolerance!r}: a positive "
+                     "fraction")
   if reference not in ("median", "fastest"):
     raise ValueError(f"reference={reference!r}: 'median' or 'fastest'")
   if reference == "fastest":
@@ -648,7 +658,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # of a collective, its CPU cost, the arrival-order runs) scaled to
     # what a collective released alone took in the training run itself,
     # in the other rows' traces (`_lone_ratio`): left as measured where
-    # the two agree within `LONE_TOLERANCE`; else rescaled (by secant
+    # the two agree within `lone_tolerance`; else rescaled (by secant
     # steps, `_next_lone_scale`) until they agree within `LONE_CONVERGED`.
     lone_scale, lone_ratio, lone_ratios, tried = 1.0, None, {}, []
     while True:
@@ -722,7 +732,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
           ran, dag, row_cost, model)
       lone_ratios = lone_ratios or ratios
       if lone_ratio is None or len(tried) == LONE_PASSES or abs(
-          lone_ratio - 1) <= (LONE_TOLERANCE if not tried else
+          lone_ratio - 1) <= (lone_tolerance if not tried else
                               LONE_CONVERGED):
         break
       tried.append((lone_scale, lone_ratio))
@@ -880,7 +890,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                               "reference": reference,
                               "order_penalty": order_penalty,
                               "latency_behind_bytes": latency_behind_bytes,
-                              "lone_collective": lone_collective},
+                              "lone_collective": lone_collective,
+                              "lone_tolerance": lone_tolerance},
                  "measured_compute_s": results["compute_s"],
                  "measured_comm_s": results["comm_s"],
                  "simulated_comm_s": float(execution.repeated_seconds(
@@ -985,7 +996,8 @@ def format_table(report: Dict[str, Any]) -> str:
           f"{t.split('.')[0]} {v * 1e3:.1f} ms" for t, v in sorted(
               (inputs.get("lone_in_situ") or {}).items())) or "none") +
       "), over what the row's model gives it as that row ran. Where the "
-      f"median ratio is more than {LONE_TOLERANCE * 100:.0f}% off 1, the "
+      "median ratio is more than "
+      f"{inputs['settings']['lone_tolerance'] * 100:.0f}% off 1, the "
       "inputs measured alone (cost, CPU cost, arrival-order points) are "
       "scaled until it is 1: lone is that factor (1: kept; -: no such "
       "traces).",
@@ -1059,7 +1071,8 @@ def main(argv: Sequence[str]) -> None:
                       layer_times=FLAGS.layer_times,
                       order_penalty=FLAGS.order_penalty,
                       latency_behind_bytes=FLAGS.latency_behind_bytes,
-                      lone_collective=FLAGS.lone_collective)
+                      lone_collective=FLAGS.lone_collective,
+                      lone_tolerance=FLAGS.lone_tolerance)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None
          else FLAGS.out)

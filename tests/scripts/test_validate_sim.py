@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import statistics
 import sys
 
 import pytest
@@ -945,3 +946,21 @@ def test_lone_ratio_reported_is_the_final_scale_s(tmp_path, monkeypatch):
   assert c["lone_scale"] == pytest.approx(0.5)
   assert abs(c["lone_ratio"] - 1) < abs(first_ratio - 1)
   assert c["lone_ratio"] != pytest.approx(first_ratio)
+
+
+def test_lone_tolerance_decides_which_differences_rescale(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  _lone_collective_bench(tmp_path, {"tf_default_k1": 12e3,
+                                    "tf_default_k2": 13e3})
+  first = validate_sim.validate(str(tmp_path), cpu_cost="none")["rows"][
+      "pace@2"]["calibration"]["lone_from_traces"]
+  off = abs(statistics.median(first.values()) - 1)
+  # Just above and just below the traces' difference from the model.
+  for tolerance, rescaled in ((off * 1.05, False), (off * 0.95, True)):
+    report = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                                   lone_tolerance=tolerance)
+    assert report["inputs"]["settings"]["lone_tolerance"] == tolerance
+    assert (report["rows"]["pace@2"]["calibration"]["lone_scale"] != 1.0
+            ) == rescaled
+  with pytest.raises(ValueError, match="lone_tolerance"):
+    validate_sim.validate(str(tmp_path), lone_tolerance=0)
