@@ -379,6 +379,208 @@ def _fastest_references(results: Dict[str, Any], details: Dict[str, Any]
   return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _TracedRows:
+  """The directory's traced rows, each by its trace's name.
+
+  Attributes:
+    row_of: the results.json row ("NAME@K") of each trace.
+    ran: (the plan, the bench.py args, `ExecutionModel.workers`) the row
+      ran; its plan depends on the tensor sizes only, not on the per-op
+      times.
+    first_ready: where in the backward pass the row's first collective
+      becomes ready (`row_plans.first_ready_fraction`), for the fit of the
+      forward share and the block start-up to the traces' block heads.
+    completes: how many tensors each of the row's collectives completes
+      (their updates, the fused buffer's unpacking and the optimizer,
+      follow that collective).
+    disturbed: the traces whose run was more than the target slower than
+      the row's fastest repeat: something else slowed it (the machine is
+      shared), and its measurements would carry that into the other rows'
+      predictions. A trace is of the row's last run.
+  """
+  row_of: Dict[str, str]
+  ran: Dict[str, Tuple[Any, Sequence[str], Optional[int]]]
+  first_ready: Dict[str, Optional[float]]
+  completes: Dict[str, Any]
+  disturbed: Set[str]
+
+
+def _traced_rows(results: Dict[str, Any], settings: Dict[str, Any],
+                 plans_dir: str, base_dag, cost, workers: int,
+                 blocks_of: Dict[str, Any]) -> _TracedRows:
+  """The `_TracedRows` of the planner schedulers' rows of `results`."""
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  # pylint: enable=g-import-not-at-top
+  traced = _TracedRows(
+      row_of={results_files.trace_name(name): name
+              for name in results["schedulers"]
+              if split_name(name)[0] in plan_lib.SCHEDULERS},
+      ran={}, first_ready={}, completes={}, disturbed=set())
+  for trace, row in traced.row_of.items():
+    args = (settings.get(row) or {}).get("args") or ()
+    plan, _ = row_plans.row_plan(plans_dir, row, split_name(row)[0], args,
+                                 base_dag, cost, workers)
+    ran_workers = None if row_plans.sparse_as_dense(args) else workers
+    traced.ran[trace] = (plan, args, ran_workers)
+    traced.first_ready[trace] = row_plans.first_ready_fraction(
+        base_dag, plan, ran_workers)
+    traced.completes[trace] = row_plans.completed_tensors(base_dag, plan,
+                                                          ran_workers)
+    blocks = blocks_of.get(trace)
+    fastest = min(results["schedulers"][row].get("step_s") or
+                  [results["schedulers"][row]["median_s"]])
+    if blocks and (statistics.median(b["block_s"] for b in blocks) /
+                   split_name(row)[1] > (1 + TARGET_ABS_ERROR) * fastest):
+      traced.disturbed.add(trace)
+  return traced
+
+
+def _row_costs(cost, cpu, calib: Dict[str, Any],
+               share_given: Optional[float]):
+  """A row's cost of a collective, its CPU cost and the core share of a
+  collective's fixed CPU work while compute runs.
+
+  Args:
+    cost: the cost of a collective alone (`CostModel`).
+    cpu: its CPU cost (`CostModel`), or None.
+    calib: `trace_calibration.calibrate` of the other rows' traces.
+    share_given: --comm_cpu_share, or None to take it from `calib`.
+
+  Returns:
+    (cost, CPU cost or None, share or None).
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  # pylint: enable=g-import-not-at-top
+  row_cpu = cpu
+  if cpu is not None and calib["interval_s"] is not None:
+    # The serial part of the fixed cost, measured; the rest is latency.
+    # It is at most a collective's fixed cost alone: the larger of the
+    # CPU cost's own and this run's, so that a CPU cost measured at
+    # another time, on a quieter machine, does not cut what this run's
+    # traces show.
+    row_cpu = plan_lib.CostModel(
+        alpha=min(calib["interval_s"], max(cpu.alpha, cost.alpha)),
+        beta=cpu.beta)
+  row_cost = cost
+  if row_cpu is not None and row_cpu.alpha > cost.alpha:
+    # A collective's fixed cost is at least its CPU part. A fit whose
+    # samples all hide it (50 KB and more at 200 Mbit/s: behind the
+    # bytes, with the token bucket; link-bound, in a linear fit) puts
+    # alpha at 0; the CPU part measured in the traces bounds it below.
+    row_cost = plan_lib.CostModel(alpha=row_cpu.alpha, beta=cost.beta)
+  share = share_given
+  if share is None and row_cpu is not None and calib["small_s"]:
+    # A small collective's CPU part took small_s, less its latency, while
+    # the backward pass computed.
+    cpu_part = row_cpu.alpha
+    busy = calib["small_s"] - (row_cost.alpha - cpu_part)
+    if cpu_part > 0 and busy > 0:
+      share = min(1.0, cpu_part / busy)
+  return row_cost, row_cpu, share
+
+
+def _fitted_bytes_share(dag, cost, model, calib: Dict[str, Any],
+                        traced: _TracedRows, startups: Dict[int, float]):
+  """How the core was shared while a collective overlapped the backward
+  pass, in the other rows that release one before it ends.
+
+  Args:
+    dag: the row's training DAG.
+    cost: the row's cost of a collective.
+    model: the row's `ExecutionModel`; each other row is modelled as it
+      ran (`row_plans.as_ran`, with the start-up of its K).
+    calib: `trace_calibration.calibrate` of the other rows' traces.
+    traced: the directory's `_TracedRows`.
+    startups: the block start-up per K.
+
+  Returns:
+    (`overlap_fit.fit_bytes_share` of the samples, the samples).
+  """
+  samples = []
+  for t, overlaps in sorted(calib["overlaps"].items()):
+    if not overlaps or t not in traced.row_of or (
+        traced.first_ready.get(t) or 1.0) >= 1.0:
+      continue
+    plan, args, workers = traced.ran[t]
+    k = split_name(traced.row_of[t])[1]
+    samples.append(overlap_fit.OverlapSample(
+        plan, row_plans.as_ran(model, k, args, workers,
+                               block_startup=startups.get(k, 0.0)),
+        statistics.median(o[0] for o in overlaps),
+        statistics.median(o[1] for o in overlaps)))
+  return overlap_fit.fit_bytes_share(dag, cost, samples), samples
+
+
+def _fitted_overhead(dag, cost, model, calib: Dict[str, Any],
+                     traced: _TracedRows, lags: Dict[str, Any],
+                     sparse: bool, workers: int, unroll: int):
+  """The per-block overhead after the barrier, fitted to the other rows'
+  block tails; see the module doc.
+
+  The traces end at the last planned collective; the sparse all-gathers
+  after it are the model's, not part of the overhead: each other row's
+  measured tails less what this model puts after that row's last planned
+  collective (how long depends on the row: the bucket is empty after one
+  large collective, full after a chain of small ones).
+
+  Args:
+    dag: the row's training DAG.
+    cost: the row's cost of a collective.
+    model: the row's `ExecutionModel`.
+    calib: `trace_calibration.calibrate` of the other rows' traces (with
+      tails).
+    traced: the directory's `_TracedRows`.
+    lags: `probe_inputs.start_lags` of the traces.
+    sparse: whether the DAG has sparse gradients (else no tail is
+      modelled).
+    workers: the benchmark's worker count.
+    unroll: the row's K.
+
+  Returns:
+    (the fixed overhead for K `unroll`, the seconds per queued tensor
+    update or None, the median modelled tail).
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  residuals, model_tails = [], []
+  for other_trace, tails in sorted(calib["tails"].items()):
+    other = traced.row_of.get(other_trace)
+    tail = 0.0
+    if sparse and other is None:
+      tail = execution.exchange_tail(dag, cost, dataclasses.replace(
+          model, workers=workers))
+    elif sparse:
+      other_plan, other_args, other_workers = traced.ran[other_trace]
+      tail = row_plans.model_tail(
+          dag, cost, other_plan, row_plans.as_ran(
+              model, split_name(other)[1], other_args, other_workers))
+    model_tails.append(tail)
+    k = results_files.trace_unroll(other_trace)
+    for t, ends, batch in zip(tails, calib["last_steps"][other_trace],
+                              calib["batches"][other_trace]):
+      if lags:
+        # Worker 0's tail is longer than worker 1's by the next block's
+        # lag (the collectives end together): that lag depends on the
+        # kind of row, not on its last collective's tensors, and is added
+        # back per row (`expected_lag`).
+        next_lag = lags.get(other_trace, {}).get(batch + k)
+        if next_lag is None:
+          continue
+        t -= next_lag
+      residuals.append(
+          (k, lambda a, e=update_backlog.traced_ends(
+              ends, traced.completes.get(other_trace, [])):
+           update_backlog.backlog_s(e, a), t - tail))
+  per_tensor, fixed = trace_calibration.lad_fit_terms(
+      residuals, trace_calibration.UPDATE_SLOPES_S)
+  return (fixed.get(unroll, statistics.median(fixed.values())), per_tensor,
+          statistics.median(model_tails))
+
+
 def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              cpu_cost: str = "auto", comm_cpu_share: str = "traces",
              bytes_cpu_share: str = "traces",
@@ -544,43 +746,14 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
 
   settings = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
-  row_of_trace = {results_files.trace_name(name): name
-                  for name in results["schedulers"]
-                  if split_name(name)[0] in plan_lib.SCHEDULERS}
   # Without sparse gradients the model puts nothing after a block's last
   # collective.
   base_dag_sparse = any(t.sparse is not None for t in base_dag.tensors)
   stand_in_plans = False
   blocks_of = {name: trace_calibration.trace_blocks(trace)
                for name, trace in traces.items()}
-  # Per traced row: the plan it ran (its plan depends on the tensor sizes
-  # only, not on the per-op times), its args and `workers`; where its first
-  # collective becomes ready, for the fit of the forward share and the
-  # block start-up to the traces' block heads; how many tensors each of
-  # its collectives completes (their updates, the fused buffer's unpacking
-  # and the optimizer, follow that collective). A trace is of the row's last
-  # run: if that run was more than the target slower than the row's
-  # fastest repeat, something else slowed it (the machine is shared) and
-  # its measurements would carry that into the other rows' predictions.
-  ran, first_ready, completes, disturbed = {}, {}, {}, set()
-  for trace, other in row_of_trace.items():
-    other_args = (settings.get(other) or {}).get("args") or ()
-    other_plan, _ = row_plans.row_plan(plans_dir, other, split_name(other)[0],
-                                       other_args, base_dag, cost,
-                                       setup["workers"])
-    workers = (None if row_plans.sparse_as_dense(other_args) else
-               setup["workers"])
-    ran[trace] = (other_plan, other_args, workers)
-    first_ready[trace] = row_plans.first_ready_fraction(base_dag, other_plan,
-                                                        workers)
-    completes[trace] = row_plans.completed_tensors(base_dag, other_plan,
-                                                   workers)
-    blocks = blocks_of.get(trace)
-    fastest = min(results["schedulers"][other].get("step_s") or
-                  [results["schedulers"][other]["median_s"]])
-    if blocks and (statistics.median(b["block_s"] for b in blocks) /
-                   split_name(other)[1] > (1 + TARGET_ABS_ERROR) * fastest):
-      disturbed.add(trace)
+  traced = _traced_rows(results, settings, plans_dir, base_dag, cost,
+                        setup["workers"], blocks_of)
   # The rows that reduce the whole dense gradient in one collective after
   # the backward pass (as stock TensorFlow's one pack): what their first
   # collective took from the last worker's arrival, past the warm-up.
@@ -589,8 +762,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     lone_in_situ = {
         t: v for t, v in probe_inputs.first_collective_in_situ(
             results_dir, traces, warmup).items()
-        if t in ran and (first_ready.get(t) or 0.0) >= 1.0 and
-        row_plans.dense_collectives(base_dag, ran[t][0]) == 1}
+        if t in traced.ran and (traced.first_ready.get(t) or 0.0) >= 1.0 and
+        row_plans.dense_collectives(base_dag, traced.ran[t][0]) == 1}
   compute_total = base_dag.forward_length() + base_dag.backward_end()
   flops_share = base_dag.forward_length() / compute_total
   # Each later step's weight-free forward work, run at its block's start
@@ -615,10 +788,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       continue
     calib = trace_calibration.calibrate(
         blocks_of, exclude={results_files.trace_name(name)},
-        disturbed=disturbed)
-    heads = [(results_files.trace_unroll(t), first_ready[t],
+        disturbed=traced.disturbed)
+    heads = [(results_files.trace_unroll(t), traced.first_ready[t],
               statistics.median(h)) for t, h in sorted(calib["heads"].items())
-             if h and first_ready.get(t) is not None]
+             if h and traced.first_ready.get(t) is not None]
     # With a profile (or --forward_share=flops) the per-op times are kept
     # and only the start-ups are fitted.
     fixed_share = (flops_share if has_profile or forward_share == "flops"
@@ -638,10 +811,11 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     given = row_plans.given_flags(args)
     # Task 0's late starts depend on how the plan ends a block: chains
     # of one collective per tensor keep the workers together.
-    others = set(row_of_trace) - {results_files.trace_name(name)} - disturbed
+    others = (set(traced.row_of) - {results_files.trace_name(name)} -
+              traced.disturbed)
     kind = row_plans.per_tensor_collectives(dag, plan)
-    alike = {t for t in others
-             if row_plans.per_tensor_collectives(dag, ran[t][0]) == kind}
+    alike = {t for t in others if row_plans.per_tensor_collectives(
+        dag, traced.ran[t][0]) == kind}
     lag = probe_inputs.expected_lag(lags, alike, unroll, warmup)
     if lag is None:
       lag = probe_inputs.expected_lag(lags, others, unroll, warmup)
@@ -649,7 +823,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # The other rows of `lone_in_situ`, with their own mix of task 0
     # arriving late (as rows that fuse tensors).
     fused = {t for t in others
-             if not row_plans.per_tensor_collectives(dag, ran[t][0])}
+             if not row_plans.per_tensor_collectives(dag, traced.ran[t][0])}
     lone_rows = {
         t: (_late_share(late, fused, others, results_files.trace_unroll(t))
             if penalty else None)
@@ -661,66 +835,31 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # the two agree within `lone_tolerance`; else rescaled (by secant
     # steps, `_next_lone_scale`) until they agree within `LONE_CONVERGED`.
     lone_scale, lone_ratio, lone_ratios, tried = 1.0, None, {}, []
+    # Everything of the model but the inputs measured alone and what
+    # follows from them.
+    base_model = execution.ExecutionModel(
+        unroll=unroll, **row_plans.credit(given),
+        workers=(None if row_plans.sparse_as_dense(args) else
+                 setup["workers"]),
+        link_burst=link_burst, fixed_cpu_fifo=True,
+        latency_behind_bytes=latency_behind_bytes,
+        early_compute=min(early, dag.forward_length()))
     while True:
       cost_in, cpu_in, penalty_in = _lone_scaled(lone_scale, cost, cpu,
                                                  penalty)
-      row_cpu = cpu_in
-      if cpu_in is not None and calib["interval_s"] is not None:
-        # The serial part of the fixed cost, measured; the rest is latency.
-        # It is at most a collective's fixed cost alone: the larger of the
-        # CPU cost's own and this run's, so that a CPU cost measured at
-        # another time, on a quieter machine, does not cut what this run's
-        # traces show.
-        row_cpu = plan_lib.CostModel(
-            alpha=min(calib["interval_s"],
-                      max(cpu_in.alpha, cost_in.alpha)),
-            beta=cpu_in.beta)
-      row_cost = cost_in
-      if row_cpu is not None and row_cpu.alpha > cost_in.alpha:
-        # A collective's fixed cost is at least its CPU part. A fit whose
-        # samples all hide it (50 KB and more at 200 Mbit/s: behind the
-        # bytes, with the token bucket; link-bound, in a linear fit) puts
-        # alpha at 0; the CPU part measured in the traces bounds it below.
-        row_cost = plan_lib.CostModel(alpha=row_cpu.alpha,
-                                      beta=cost_in.beta)
-      share = share_given
-      if share is None and row_cpu is not None and calib["small_s"]:
-        # A small collective's CPU part took small_s, less its latency, while
-        # the backward pass computed.
-        cpu_part = row_cpu.alpha
-        busy = calib["small_s"] - (row_cost.alpha - cpu_part)
-        if cpu_part > 0 and busy > 0:
-          share = min(1.0, cpu_part / busy)
+      row_cost, row_cpu, share = _row_costs(cost_in, cpu_in, calib,
+                                            share_given)
       penalty_of = lambda w: _penalty(penalty_in, w, row_cost, row_cpu,
                                       link_burst)
       row_penalty = penalty_of(weight)
-      model = execution.ExecutionModel(
-          order_penalty=row_penalty,
-          order_penalty_weight=1.0 if row_penalty else 0.0,
-          unroll=unroll, **row_plans.credit(given), cpu=row_cpu,
-          comm_cpu_share=share if share is not None else 1.0,
-          workers=(None if row_plans.sparse_as_dense(args) else
-                   setup["workers"]),
-          link_burst=link_burst, fixed_cpu_fifo=True,
-          latency_behind_bytes=latency_behind_bytes,
-          early_compute=min(early, dag.forward_length()))
+      model = dataclasses.replace(
+          base_model, order_penalty=row_penalty,
+          order_penalty_weight=1.0 if row_penalty else 0.0, cpu=row_cpu,
+          comm_cpu_share=share if share is not None else 1.0)
       bytes_share, samples = bytes_given, []
       if bytes_share is None:
-        # How the core was shared while a collective overlapped the backward
-        # pass, in the other rows that release one before it ends.
-        for t, overlaps in sorted(calib["overlaps"].items()):
-          if not overlaps or t not in row_of_trace or (
-              first_ready.get(t) or 1.0) >= 1.0:
-            continue
-          other_plan, other_args, workers = ran[t]
-          k = split_name(row_of_trace[t])[1]
-          samples.append(overlap_fit.OverlapSample(
-              other_plan, row_plans.as_ran(
-                  model, k, other_args, workers,
-                  block_startup=startups.get(k, 0.0)),
-              statistics.median(o[0] for o in overlaps),
-              statistics.median(o[1] for o in overlaps)))
-        bytes_share = overlap_fit.fit_bytes_share(dag, row_cost, samples)
+        bytes_share, samples = _fitted_bytes_share(dag, row_cost, model,
+                                                   calib, traced, startups)
       # Without a row that overlaps them, the bytes take all they need.
       model = dataclasses.replace(
           model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
@@ -729,7 +868,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       # The ratio of the model just built: the one reported.
       lone_ratio, ratios = _lone_ratio(
           lone_in_situ, {t: penalty_of(w) for t, w in lone_rows.items()},
-          ran, dag, row_cost, model)
+          traced.ran, dag, row_cost, model)
       lone_ratios = lone_ratios or ratios
       if lone_ratio is None or len(tried) == LONE_PASSES or abs(
           lone_ratio - 1) <= (lone_tolerance if not tried else
@@ -737,47 +876,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         break
       tried.append((lone_scale, lone_ratio))
       lone_scale = _next_lone_scale(tried)
-    # The traces end at the last planned collective; the sparse all-gathers
-    # after it are the model's, not part of the overhead: each other row's
-    # measured tails less what this model puts after that row's last
-    # planned collective (how long depends on the row: the bucket is empty
-    # after one large collective, full after a chain of small ones).
     sparse_tail = per_tensor = None
     overhead = None if overhead_given is None else overhead_given * 1e-3
     if overhead is None and calib["tails"]:
-      residuals, model_tails = [], []
-      for other_trace, tails in sorted(calib["tails"].items()):
-        other = row_of_trace.get(other_trace)
-        tail = 0.0
-        if base_dag_sparse and other is None:
-          tail = execution.exchange_tail(dag, row_cost, dataclasses.replace(
-              model, workers=setup["workers"]))
-        elif base_dag_sparse:
-          other_plan, other_args, workers = ran[other_trace]
-          tail = row_plans.model_tail(
-              dag, row_cost, other_plan, row_plans.as_ran(
-                  model, split_name(other)[1], other_args, workers))
-        model_tails.append(tail)
-        k = results_files.trace_unroll(other_trace)
-        for t, ends, batch in zip(tails, calib["last_steps"][other_trace],
-                                  calib["batches"][other_trace]):
-          if lags:
-            # Worker 0's tail is longer than worker 1's by the next
-            # block's lag (the collectives end together): that lag
-            # depends on the kind of row, not on its last collective's
-            # tensors, and is added back per row (`expected_lag`).
-            next_lag = lags.get(other_trace, {}).get(batch + k)
-            if next_lag is None:
-              continue
-            t -= next_lag
-          residuals.append(
-              (k, lambda a, e=update_backlog.traced_ends(
-                  ends, completes.get(other_trace, [])):
-               update_backlog.backlog_s(e, a), t - tail))
-      sparse_tail = statistics.median(model_tails)
-      per_tensor, fixed = trace_calibration.lad_fit_terms(
-          residuals, trace_calibration.UPDATE_SLOPES_S)
-      overhead = fixed.get(unroll, statistics.median(fixed.values()))
+      overhead, per_tensor, sparse_tail = _fitted_overhead(
+          dag, row_cost, model, calib, traced, lags, base_dag_sparse,
+          setup["workers"], unroll)
     model = dataclasses.replace(model, block_startup=startup)
     if per_tensor:
       overhead += row_plans.queued_updates(dag, row_cost, plan, model,
@@ -862,7 +966,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                              "indices_nbytes": t.sparse.indices_nbytes}
                             for t in base_dag.tensors
                             if t.sparse is not None],
-                 "disturbed_traces": sorted(disturbed),
+                 "disturbed_traces": sorted(traced.disturbed),
                  "compute": compute_source, "compute_scale": scale,
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),
@@ -878,7 +982,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                      "order_penalty": probe_inputs.probe_speed(
                          results_dir, penalty_source)},
                  "lone_in_situ": {t: v for t, v in sorted(
-                     lone_in_situ.items()) if t not in disturbed},
+                     lone_in_situ.items()) if t not in traced.disturbed},
                  "settings": {"cost_fallback": cost_fallback,
                               "cpu_cost": cpu_cost,
                               "comm_cpu_share": comm_cpu_share,
