@@ -134,10 +134,13 @@ def fit_cpu_cost(rows: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
   slope = cost_lib.CostModel.fit(list(samples), list(samples.values())).beta
   smallest = min(samples)
   fixed = max(0.0, samples[smallest] - slope * smallest)
+  # The matmul chain's rows before --compute recorded none.
+  compute = " or ".join(sorted({str(r.get("compute", "chain")) for r in rows}))
   return dict(alpha=fixed, beta=slope, samples={
       str(n): loss for n, loss in samples.items()}, source=(
-          "scripts/bench_contention.py: the time a chain of matmuls on the "
-          "worker's core lost to one concurrent all-reduce (2 workers, "
+          "scripts/bench_contention.py: the time the compute on the "
+          f"worker's core ({compute}) lost to one concurrent all-reduce (2 "
+          "workers, "
           "stock MultiWorkerMirroredStrategy, RING); per byte: the "
           "least-squares slope over the sizes (a size's median loss over "
           "its launches); fixed: the smallest size's loss less its bytes' "

@@ -51,6 +51,11 @@ def test_fit_takes_the_slope_and_the_smallest_sizes_fixed_part():
   assert 2e-9 < slope < 4e-9
   assert cpu["alpha"] == pytest.approx(1e-3 + 0.2e-3 - slope * 100_000)
   assert cpu["samples"]["2000000"] == pytest.approx(loss_ms(2e6) * 1e-3)
+  # The source names the compute that lost the time (rows from before
+  # --compute recorded none: the chain).
+  assert "(chain) lost" in cpu["source"]
+  model_rows = [dict(r, compute="model:vgg_small") for r in rows]
+  assert "(model:vgg_small) lost" in bench.fit_cpu_cost(model_rows)["source"]
   with pytest.raises(ValueError, match="two sizes"):
     bench.fit_cpu_cost(rows[:1])
 
