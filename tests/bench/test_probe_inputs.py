@@ -215,6 +215,21 @@ def test_auto_takes_the_probe_nearest_in_speed(tmp_path, speed, taken):
   assert probe_inputs.probe_speed(str(results_dir), source) == expected
 
 
+def test_probe_speed_of_a_cpu_bound_siblings_cost_is_its_benchmarks(
+    tmp_path):
+  results_dir = tmp_path / "results"
+  results_dir.mkdir()
+  sibling = tmp_path / "2026-12-06-vgg_small-2gbit"
+  _write(sibling / "cost_model.json", json.dumps({"alpha": 1e-3,
+                                                  "beta": 5e-9}))
+  source = "2026-12-06-vgg_small-2gbit/cost_model.json"
+  # Before scripts/bench.py read the speed: none.
+  assert probe_inputs.probe_speed(str(results_dir), source) is None
+  _write(sibling / "details.json", json.dumps({"speed_ms_per_matmul": 0.7}))
+  assert probe_inputs.probe_speed(str(results_dir), source) == 0.7
+  assert probe_inputs.probe_speed(str(results_dir), "no/such.json") is None
+
+
 def test_late_counts_and_expected_lag_from_two_workers_traces(tmp_path):
   traces_dir = tmp_path / "traces"
   traces_dir.mkdir()

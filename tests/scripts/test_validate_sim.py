@@ -928,6 +928,11 @@ def test_lone_scale_converges_where_the_model_grows_faster_than_it():
   # The first step is scale * ratio, at most a factor of 2.
   assert validate_sim._next_lone_scale([(1.0, 0.6)]) == pytest.approx(0.6)
   assert validate_sim._next_lone_scale([(1.0, 5.0)]) == pytest.approx(2.0)
+  # And the factor stays within LONE_MAX_SCALE of 1 however many passes.
+  bound = validate_sim.LONE_MAX_SCALE
+  assert validate_sim._next_lone_scale([(3.0, 5.0)]) == pytest.approx(bound)
+  assert validate_sim._next_lone_scale(
+      [(0.3, 0.1)]) == pytest.approx(1 / bound)
 
 
 def test_lone_ratio_reported_is_the_final_scale_s(tmp_path, monkeypatch):

@@ -190,12 +190,17 @@ def _auto_probe(results_dir: str, pattern: str,
 def probe_speed(results_dir: str, source: str) -> Optional[float]:
   """The speed reading of the probe `source` names beside `results_dir` (a
   cpu_cost.json or a runs.jsonl, as `cpu_cost_model` and
-  `order_penalty_runs` name them), None if it has none or is no file."""
+  `order_penalty_runs` name them, or a results directory's
+  cost_model.json, read with its details.json), None if it has none or
+  is no file."""
   path = os.path.join(os.path.dirname(os.path.abspath(results_dir)), source)
   if not os.path.isfile(path):
     return None
   if path.endswith(".jsonl"):
     return _runs_speed(_read_runs(path))
+  if os.path.basename(path) == "cost_model.json":
+    # A CPU-bound sibling's cost: scripts/bench.py read its speed.
+    path = os.path.join(os.path.dirname(path), "details.json")
   return (results_files.read_json(path) or {}).get("speed_ms_per_matmul")
 
 
