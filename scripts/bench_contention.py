@@ -19,8 +19,11 @@ which `scripts/validate_sim.py --cpu_cost=DIR/cpu_cost.json` (and
 `--cpu_cost=auto`, from a directory named *contention* beside the results, of
 the same link rate, heap mode and machine, which the files record) takes.
 `--heap` is the workers' `tf_preempt.configure_heap` mode (as the training
-rows'). `--out DIR` writes runs.jsonl (one line per launch) and cpu_cost.json
-there.
+rows'). `--compute=model` puts `--model`'s own forward and backward pass
+(`--passes` of them, one after another) beside the all-reduce instead of
+the chain; a collective that outlasts the compute stops taking from it, so
+its loss is cut short (the text output says where). `--out DIR` writes
+runs.jsonl (one line per launch) and cpu_cost.json there.
 Prints numbers only; nothing here is asserted.
 """
 
@@ -156,13 +159,13 @@ def main(argv: Sequence[str]) -> int:
   except ValueError:
     raise app.UsageError(f"--sizes must be integers, got {f.sizes}") from None
   if (not sizes or min(sizes) < 4 or f.ops < 1 or f.matrix < 1 or
-      f.warmup_rounds >= f.rounds):
-    raise app.UsageError("--sizes must be at least 4 bytes each, --ops and "
-                         "--matrix positive, --warmup_rounds fewer than "
-                         "--rounds")
+      f.passes < 1 or f.warmup_rounds >= f.rounds):
+    raise app.UsageError("--sizes must be at least 4 bytes each, --ops, "
+                         "--matrix and --passes positive, --warmup_rounds "
+                         "fewer than --rounds")
   link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
-  compute = (f"model:{f.model}" if f.compute == "model" else
-             f"chain:{f.ops}x{f.matrix}")
+  compute = (f"model:{f.model}" + (f"x{f.passes}" if f.passes > 1 else "")
+             if f.compute == "model" else f"chain:{f.ops}x{f.matrix}")
   # The CPU cost is this machine's: validate_sim matches it by this line.
   machine = runner.machine()
   rows = []
@@ -207,7 +210,10 @@ def main(argv: Sequence[str]) -> int:
     print(f"  {r['nbytes']:>9d} B: compute alone {r['compute_ms']:.2f} ms, "
           f"all-reduce alone {r['comm_ms']:.2f} ms; together the compute "
           f"lost {r['loss_ms']:.2f} ms and the all-reduce ended at "
-          f"{r['comm_end_ms']:.2f} ms")
+          f"{r['comm_end_ms']:.2f} ms" + (
+              "" if r["comm_ms"] < r["compute_ms"] else
+              " (the all-reduce outlasts the compute: its loss is cut "
+              "short; more --ops or --passes)"))
   if cpu is not None:
     print(f"CPU cost while computing: {cpu['alpha'] * 1e3:.3f} ms + "
           f"{cpu['beta'] * 1e9:.3f} ns/B")

@@ -80,7 +80,7 @@ def test_fit_takes_each_repeated_size_by_its_median_loss():
     bench.fit_cpu_cost([r for r in repeated if r["nbytes"] == 100_000])
 
 
-@pytest.mark.parametrize("bad", ["--sizes=2", "--ops=0",
+@pytest.mark.parametrize("bad", ["--sizes=2", "--ops=0", "--passes=0",
                                  "--warmup_rounds=40", "--sizes=x"])
 def test_bad_flags_are_refused_before_launching(bad):
   result = subprocess.run(
@@ -117,13 +117,13 @@ def test_model_compute_on_loopback(tmp_path):
   result = subprocess.run(
       [sys.executable, scripts.script_path("bench_contention"),
        "--bandwidth=", "--sizes=40000,400000", "--compute=model",
-       "--model=vgg_small", "--batch_size=2", "--rounds=6",
+       "--model=vgg_small", "--batch_size=2", "--passes=2", "--rounds=6",
        "--warmup_rounds=2", "--timeout_s=240", f"--out={tmp_path}", "--json"],
       cwd=scripts.REPO, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   for row in out["rows"]:
-    assert row["compute"] == "model:vgg_small" and row["rounds"] == 4
+    assert row["compute"] == "model:vgg_smallx2" and row["rounds"] == 4
     assert row["compute_ms"] > 0 and row["comm_end_ms"] > 0
   written = json.loads((tmp_path / "cpu_cost.json").read_text())
-  assert written["compute"] == "model:vgg_small"
+  assert written["compute"] == "model:vgg_smallx2"

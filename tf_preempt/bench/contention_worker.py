@@ -8,12 +8,13 @@ functions, run in turn in every round: "compute" (a chain of `--ops` float32
 matmuls of `--matrix` x `--matrix`, one at a time on the worker's core, as a
 backward pass's ops are; with `--compute=model`, the forward and backward
 pass of `--model` on a synthetic batch of `--batch_size`, its gradients
-computed and not reduced), "comm" (one all-reduce of `--nbytes`) and "both"
-(the two at once, nothing ordering one against the other: the collective is
-released at the start of the chain, as a gradient's all-reduce is during the
-backward pass). Each stamps its start, the chain's end and the collective's
-end (`tf.timestamp`). Prints one JSON line: {"task", "rounds": [{function:
-[start_s, compute_end_s or null, comm_end_s or null]}, ...]}.
+computed and not reduced, `--passes` times one after another), "comm" (one
+all-reduce of `--nbytes`) and "both" (the two at once, nothing ordering one
+against the other: the collective is released at the start of the chain, as
+a gradient's all-reduce is during the backward pass). Each stamps its
+start, the chain's end and the collective's end (`tf.timestamp`). Prints
+one JSON line: {"task", "rounds": [{function: [start_s, compute_end_s or
+null, comm_end_s or null]}, ...]}.
 """
 
 import json
@@ -30,7 +31,7 @@ FUNCTIONS = ("compute", "comm", "both")
 # The flags scripts/bench_contention.py shares with its workers and passes
 # on to them as they are.
 SHARED_FLAGS = ("ops", "matrix", "rounds", "compute", "model", "batch_size",
-                "heap")
+                "passes", "heap")
 
 
 def define_shared_flags() -> None:
@@ -49,6 +50,10 @@ def define_shared_flags() -> None:
                       "model of the registry.")
   flags.DEFINE_integer("batch_size", 5, "With --compute=model: each "
                        "worker's batch.")
+  flags.DEFINE_integer("passes", 1, "With --compute=model: passes one "
+                       "after another in each round. A collective that "
+                       "outlasts the compute stops taking from it, so the "
+                       "compute should outlast the largest all-reduce.")
   heap.define_flag("The workers' heap: ")
 
 
@@ -58,12 +63,13 @@ def define_flags() -> None:
   define_shared_flags()
 
 
-def _model_pass(strategy, model_name: str, batch_size: int):
+def _model_pass(strategy, model_name: str, batch_size: int,
+                passes: int = 1):
   """A function of `after` that runs the model's forward and backward pass.
 
   The gradients are computed and summed, not reduced nor applied: the
   compute of a training step without its collectives, as the chain is
-  for matmuls.
+  for matmuls; `passes` passes, each after the previous one's sum.
   Returns (the timestamp at its end, a scalar that depends on it).
   """
   # pylint: disable=g-import-not-at-top
@@ -81,16 +87,18 @@ def _model_pass(strategy, model_name: str, batch_size: int):
   loss_fn = keras.losses.SparseCategoricalCrossentropy()
 
   def model_pass(after):
-    with tf.control_dependencies([after]):
-      x = tf.identity(images)
-    with tf.GradientTape() as tape:
-      loss = loss_fn(labels, model(x, training=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    # Consumed, not only depended on: with control dependencies alone the
-    # pass measured 2.5 ms against 7.3 for vgg_small (grappler drops work
-    # whose values nothing reads); a sum reads each gradient once, as the
-    # optimizer does.
-    total = tf.add_n([tf.reduce_sum(g) for g in grads])
+    total = after
+    for _ in range(passes):
+      with tf.control_dependencies([total]):
+        x = tf.identity(images)
+      with tf.GradientTape() as tape:
+        loss = loss_fn(labels, model(x, training=True))
+      grads = tape.gradient(loss, model.trainable_variables)
+      # Consumed, not only depended on: with control dependencies alone
+      # the pass measured 2.5 ms against 7.3 for vgg_small (grappler drops
+      # work whose values nothing reads); a sum reads each gradient once,
+      # as the optimizer does.
+      total = tf.add_n([tf.reduce_sum(g) for g in grads])
     with tf.control_dependencies([total]):
       return tf.timestamp(), total
   return model_pass
@@ -104,7 +112,7 @@ def main(argv: Sequence[str]) -> None:
   strategy, gradient = stock_ring.strategy_and_gradient(f.nbytes,
                                                         heap_mode=f.heap)
   task = strategy.cluster_resolver.task_id
-  compute = (_model_pass(strategy, f.model, f.batch_size)
+  compute = (_model_pass(strategy, f.model, f.batch_size, f.passes)
              if f.compute == "model" else
              stock_ring.matmul_chain(strategy, f.ops, f.matrix))
 
