@@ -18,14 +18,25 @@ the repeat nearest the prediction. A row whose repeats are further apart
 than the target is one whose runs the machine's noise moved by more than
 the target; a row within the target of some repeat is one that a run
 would have met.
+
+With --repeat_correlation it asks instead whether a repeat's rows were
+slow together with that repeat's own references: scripts/bench.py runs
+every row and "compute alone" and "communication alone" once per repeat,
+interleaved, so a machine that drifts from repeat to repeat would slow a
+repeat's rows and its references together. Per benchmark directory (3 or
+more repeats) and pooled: the correlation of each row run's log
+deviation from its row's median with the log deviation of its repeat's
+reference from the references' median. Near 0, the noise is per run, and
+inputs measured per repeat would not predict it.
 """
 
 import glob
 import json
+import math
 import os
 import statistics
 import sys
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -33,6 +44,15 @@ from absl import flags
 _MISSES = flags.DEFINE_bool(
     "misses", False, "List the rows outside their report's target, with "
     "their repeats' spread, instead of the per-row summary.")
+_REPEAT_CORRELATION = flags.DEFINE_bool(
+    "repeat_correlation", False, "Correlate each repeat's row runs with "
+    "that repeat's compute alone and communication alone (details.json) "
+    "instead of the per-row summary.")
+
+# The references scripts/bench.py runs once per repeat beside the rows.
+REFERENCES = ("compute alone", "communication alone")
+# Fewer repeats than this give no deviation worth correlating.
+MIN_REPEATS = 3
 
 
 # The repository: a report's results_dir is relative to it.
@@ -72,6 +92,18 @@ def format_errors(errors: Dict[str, List[float]]) -> str:
   return "\n".join(lines)
 
 
+def _results_dir(path: str, report: Dict[str, Any]) -> str:
+  """The benchmark directory the report at `path` names: absolute, or
+  relative to the working directory or else to the repository."""
+  results_dir = (report.get("inputs") or {}).get("results_dir")
+  if not results_dir:
+    raise ValueError(f"{path}: no inputs.results_dir; run "
+                     "scripts/validate_sim.py --json to make the report.")
+  if not os.path.isdir(results_dir):
+    results_dir = os.path.join(_REPO, results_dir)
+  return results_dir
+
+
 def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
   """The rows outside their report's target, with their repeats.
 
@@ -99,12 +131,7 @@ def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
   for path in paths:
     report = _load(path)
     target = report.get("target", 0.10)
-    results_dir = (report.get("inputs") or {}).get("results_dir")
-    if not results_dir:
-      raise ValueError(f"{path}: no inputs.results_dir; run "
-                       "scripts/validate_sim.py --json to make the report.")
-    if not os.path.isdir(results_dir):
-      results_dir = os.path.join(_REPO, results_dir)
+    results_dir = _results_dir(path, report)
     schedulers = _load(os.path.join(results_dir, "results.json"))[
         "schedulers"]
     for name, row in report["rows"].items():
@@ -149,6 +176,94 @@ def format_misses(misses: Sequence[Dict[str, Any]]) -> str:
   return "\n".join(lines)
 
 
+def _correlation(pairs: Sequence[Tuple[float, float]]) -> Optional[float]:
+  """Pearson's correlation of the pairs; None if either side is
+  constant or there are fewer than 2."""
+  if len(pairs) < 2:
+    return None
+  xs, ys = zip(*pairs)
+  mx, my = statistics.mean(xs), statistics.mean(ys)
+  sxy = sum((x - mx) * (y - my) for x, y in pairs)
+  sxx = sum((x - mx) ** 2 for x in xs)
+  syy = sum((y - my) ** 2 for y in ys)
+  return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
+def _repeat_deviations(details: Dict[str, Any], reference: str
+                       ) -> List[Tuple[float, float]]:
+  """(the reference's log deviation, a row run's log deviation) for every
+  row run of a details.json of `MIN_REPEATS` or more repeats, each from
+  its own median over the repeats; [] with fewer or without the
+  reference in every repeat."""
+  by_repeat: Dict[str, Dict[str, float]] = {}
+  for run in details.get("runs") or ():
+    tag = str(run.get("tag", ""))
+    if tag.startswith("repeat ") and run.get("value_s"):
+      by_repeat.setdefault(tag, {})[run["name"]] = run["value_s"]
+  repeats = list(by_repeat.values())
+  if len(repeats) < MIN_REPEATS or any(reference not in r for r in repeats):
+    return []
+
+  def deviations(values):
+    middle = statistics.median(values)
+    return [math.log(v / middle) for v in values]
+
+  ref = deviations([r[reference] for r in repeats])
+  pairs = []
+  rows = {name for r in repeats for name in r if "@" in name}
+  for row in sorted(rows):
+    if all(row in r for r in repeats):
+      pairs.extend(zip(ref, deviations([r[row] for r in repeats])))
+  return pairs
+
+
+def repeat_correlation(paths: Sequence[str]) -> Dict[str, Any]:
+  """How a repeat's row runs follow that repeat's references.
+
+  Args:
+    paths: `validate_sim.py --json` reports; their benchmark directories'
+      details.json are read (each directory once).
+
+  Returns:
+    {reference: {"pooled": correlation or None, "runs": the row runs
+    counted, "directories": {directory name: correlation or None}}} for
+    each of `REFERENCES`; directories with fewer than `MIN_REPEATS`
+    repeats are left out.
+
+  Raises:
+    ValueError: if a report names no benchmark directory.
+  """
+  dirs = sorted({_results_dir(p, _load(p)) for p in paths})
+  out = {}
+  for reference in REFERENCES:
+    pooled, per_dir = [], {}
+    for results_dir in dirs:
+      path = os.path.join(results_dir, "details.json")
+      if not os.path.isfile(path):
+        continue
+      pairs = _repeat_deviations(_load(path), reference)
+      if pairs:
+        per_dir[os.path.basename(os.path.normpath(results_dir))] = (
+            _correlation(pairs))
+        pooled.extend(pairs)
+    out[reference] = {"pooled": _correlation(pooled), "runs": len(pooled),
+                      "directories": per_dir}
+  return out
+
+
+def format_correlation(correlation: Dict[str, Any]) -> str:
+  """`repeat_correlation`'s result as text."""
+  show = lambda r: "-" if r is None else f"{r:+.2f}"
+  lines = []
+  for reference, c in correlation.items():
+    lines.append(f"{reference}: pooled {show(c['pooled'])} over "
+                 f"{c['runs']} row runs in {len(c['directories'])} "
+                 "directories")
+    lines.extend(f"  {name}: {show(r)}"
+                 for name, r in sorted(c["directories"].items()))
+  return "\n".join(lines)
+
+
 def main(argv):
   paths = sorted({p for pattern in argv[1:] for p in glob.glob(pattern)})
   if not paths:
@@ -158,6 +273,8 @@ def main(argv):
   print(f"{len(paths)} reports")
   if _MISSES.value:
     print(format_misses(row_misses(paths)))
+  elif _REPEAT_CORRELATION.value:
+    print(format_correlation(repeat_correlation(paths)))
   else:
     print(format_errors(row_errors(paths)))
   return 0

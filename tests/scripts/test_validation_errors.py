@@ -118,3 +118,60 @@ def test_misses_find_a_repository_directory_from_elsewhere(
   (miss,) = validation_errors.row_misses([path])
   assert len(miss["repeats_s"]) == 5
   assert miss["error"] == pytest.approx(0.050 / 0.0677 - 1)
+
+
+def _details(results_dir, repeats):
+  """details.json of `repeats`: one {name: seconds} per repeat."""
+  runs = [{"name": name, "value_s": seconds,
+           "tag": f"repeat {i + 1}/{len(repeats)}:"}
+          for i, repeat in enumerate(repeats)
+          for name, seconds in repeat.items()]
+  # A pre-pass run is no repeat's.
+  runs.append({"name": "tf_packed@1", "value_s": 9.0,
+               "tag": "pre-pass bytes_per_pack=1 MiB:"})
+  with open(f"{results_dir}/details.json", "w") as f:
+    json.dump({"runs": runs}, f)
+
+
+def test_repeat_correlation_follows_the_repeats_references(tmp_path):
+  # Rows slowed with their repeat's compute alone: +1; communication
+  # alone moves against them: -1.
+  drifting = _benchmark(tmp_path, "drifting", {})
+  _details(drifting, [
+      {"compute alone": c, "communication alone": 0.04 / c,
+       "ddp@1": 2 * c, "pace@2": 3 * c}
+      for c in (0.010, 0.012, 0.015, 0.011)])
+  # Two repeats only: left out. A row missing from a repeat: left out.
+  short = _benchmark(tmp_path, "short", {})
+  _details(short, [{"compute alone": 0.01, "ddp@1": 0.5},
+                   {"compute alone": 0.02, "ddp@1": 0.1}])
+  partial = _benchmark(tmp_path, "partial", {})
+  _details(partial, [{"compute alone": c, "communication alone": 0.02,
+                      "ddp@1": c + 0.01, **({"pace@2": 0.3} if i else {})}
+                     for i, c in enumerate((0.01, 0.02, 0.03))])
+  paths = [_full_report(tmp_path / f"{name}.json", d, {})
+           for name, d in (("drifting", drifting), ("short", short),
+                           ("partial", partial))]
+  got = validation_errors.repeat_correlation(paths)
+  compute = got["compute alone"]
+  assert compute["directories"] == {"drifting": pytest.approx(1.0),
+                                    "partial": pytest.approx(1.0, abs=0.05)}
+  assert compute["runs"] == 8 + 3 and compute["pooled"] > 0.9
+  comm = got["communication alone"]
+  # partial's communication alone never moves: no correlation there.
+  assert comm["directories"] == {"drifting": pytest.approx(-1.0),
+                                 "partial": None}
+  text = validation_errors.format_correlation(got)
+  assert "compute alone: pooled +" in text and "  partial: -" in text
+
+
+def test_cli_prints_the_repeat_correlation(tmp_path):
+  results_dir = _benchmark(tmp_path, "run", {})
+  _details(results_dir, [{"compute alone": c, "communication alone": c,
+                          "ddp@1": 2 * c} for c in (0.01, 0.02, 0.03)])
+  _full_report(tmp_path / "run.json", results_dir, {})
+  out = subprocess.run(
+      [sys.executable, scripts.script_path("validation_errors"),
+       "--repeat_correlation", str(tmp_path / "*.json")],
+      capture_output=True, text=True, check=True, cwd=scripts.REPO).stdout
+  assert "compute alone: pooled +1.00 over 3 row runs in 1 directories" in out
