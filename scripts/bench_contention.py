@@ -57,6 +57,12 @@ def define_flags() -> None:
   flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 
 
+# An all-reduce that ends later than this after the compute, together,
+# outlasted it: small ones end up to about 1 ms after it (their work waits
+# for the compute thread), and a longer one's loss is cut short.
+OUTLASTS_MS = 1.0
+
+
 def summarize(worker_outputs: Sequence[Mapping[str, Any]],
               warmup_rounds: int) -> Dict[str, float]:
   """Medians over the rounds after the warm-up, over both workers.
@@ -69,7 +75,8 @@ def summarize(worker_outputs: Sequence[Mapping[str, Any]],
     {"compute_ms": the chain alone, "comm_ms": the all-reduce alone,
     "loss_ms": the chain together less the chain alone in the same round,
     "comm_end_ms": the all-reduce's end together, from the start,
-    "rounds": rounds per worker used}.
+    "after_compute_ms": the all-reduce's end together after the
+    compute's, "rounds": rounds per worker used}.
 
   Raises:
     ValueError: if the workers ran different numbers of rounds or none
@@ -82,7 +89,8 @@ def summarize(worker_outputs: Sequence[Mapping[str, Any]],
   if not used[0]:
     raise ValueError(f"no rounds after {warmup_rounds} warm-up rounds")
   figures: Dict[str, List[float]] = {"compute_ms": [], "comm_ms": [],
-                                     "loss_ms": [], "comm_end_ms": []}
+                                     "loss_ms": [], "comm_end_ms": [],
+                                     "after_compute_ms": []}
   for worker in used:
     for row in worker:
       compute = row["compute"][1] - row["compute"][0]
@@ -91,6 +99,7 @@ def summarize(worker_outputs: Sequence[Mapping[str, Any]],
       both = row["both"]
       figures["loss_ms"].append((both[1] - both[0] - compute) * 1e3)
       figures["comm_end_ms"].append((both[2] - both[0]) * 1e3)
+      figures["after_compute_ms"].append((both[2] - both[1]) * 1e3)
   out = {k: statistics.median(v) for k, v in figures.items()}
   out["rounds"] = len(used[0])
   return out
@@ -125,7 +134,7 @@ def fit_cpu_cost(rows: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     at least 0).
 
   Raises:
-    ValueError: with fewer than two sizes.
+    ValueError: with fewer than two sizes, or rows of different computes.
   """
   from tf_preempt.plan import cost as cost_lib  # pylint: disable=g-import-not-at-top
   losses: Dict[int, List[float]] = {}
@@ -137,14 +146,17 @@ def fit_cpu_cost(rows: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
   slope = cost_lib.CostModel.fit(list(samples), list(samples.values())).beta
   smallest = min(samples)
   fixed = max(0.0, samples[smallest] - slope * smallest)
-  # The matmul chain's rows before --compute recorded none.
-  compute = " or ".join(sorted({str(r.get("compute", "chain")) for r in rows}))
+  # Rows written before --compute have no "compute": the chain's.
+  computes = {str(r.get("compute", "chain")) for r in rows}
+  if len(computes) > 1:
+    raise ValueError(f"the rows ran different computes {sorted(computes)}: "
+                     "one fit is of one compute")
+  (compute,) = computes
   return dict(alpha=fixed, beta=slope, samples={
       str(n): loss for n, loss in samples.items()}, source=(
           "scripts/bench_contention.py: the time the compute on the "
           f"worker's core ({compute}) lost to one concurrent all-reduce (2 "
-          "workers, "
-          "stock MultiWorkerMirroredStrategy, RING); per byte: the "
+          "workers, stock MultiWorkerMirroredStrategy, RING); per byte: the "
           "least-squares slope over the sizes (a size's median loss over "
           "its launches); fixed: the smallest size's loss less its bytes' "
           "part"))
@@ -163,6 +175,9 @@ def main(argv: Sequence[str]) -> int:
     raise app.UsageError("--sizes must be at least 4 bytes each, --ops, "
                          "--matrix and --passes positive, --warmup_rounds "
                          "fewer than --rounds")
+  if f.passes > 1 and f.compute != "model":
+    raise app.UsageError("--passes is of --compute=model; the chain's "
+                         "length is --ops")
   link = netem.LinkConfig(rate=f.bandwidth) if f.bandwidth else None
   compute = (f"model:{f.model}" + (f"x{f.passes}" if f.passes > 1 else "")
              if f.compute == "model" else f"chain:{f.ops}x{f.matrix}")
@@ -211,9 +226,10 @@ def main(argv: Sequence[str]) -> int:
           f"all-reduce alone {r['comm_ms']:.2f} ms; together the compute "
           f"lost {r['loss_ms']:.2f} ms and the all-reduce ended at "
           f"{r['comm_end_ms']:.2f} ms" + (
-              "" if r["comm_ms"] < r["compute_ms"] else
-              " (the all-reduce outlasts the compute: its loss is cut "
-              "short; more --ops or --passes)"))
+              "" if r["after_compute_ms"] <= OUTLASTS_MS else
+              f" (the all-reduce outlasted the compute by "
+              f"{r['after_compute_ms']:.1f} ms: its loss is cut short; "
+              f"more {'--passes' if f.compute == 'model' else '--ops'})"))
   if cpu is not None:
     print(f"CPU cost while computing: {cpu['alpha'] * 1e3:.3f} ms + "
           f"{cpu['beta'] * 1e9:.3f} ns/B")

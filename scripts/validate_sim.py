@@ -322,7 +322,7 @@ def _penalty(points, weight: Optional[float], cost, cpu, link_burst: float
 
 def _lone_ratio(in_situ: Dict[str, float],
                 penalties: Dict[str, Tuple[Tuple[float, float], ...]],
-                ran: Dict[str, Any], dag, cost, model
+                traced: "_TracedRows", dag, cost, model
                 ) -> Tuple[Optional[float], Dict[str, float]]:
   """In-situ over modelled seconds of a collective released alone.
 
@@ -330,7 +330,8 @@ def _lone_ratio(in_situ: Dict[str, float],
   dense gradient in one collective after the backward pass): its first
   collective's time from the last arrival in the trace (`in_situ`) over
   the time `model` (of the row being predicted) gives it as that row ran,
-  with that row's arrival-order penalty.
+  with that row's arrival-order penalty (`traced`: the directory's
+  `_TracedRows`).
 
   Returns:
     (the median ratio, None without traces or without a positive
@@ -341,10 +342,8 @@ def _lone_ratio(in_situ: Dict[str, float],
   # pylint: enable=g-import-not-at-top
   ratios = {}
   for t, penalty in sorted(penalties.items()):
-    plan, args, workers = ran[t]
-    run = execution.execute(dag, cost, plan, row_plans.as_ran(
-        model, results_files.trace_unroll(t), args, workers,
-        order_penalty=penalty,
+    run = execution.execute(dag, cost, *traced.as_ran(
+        t, model, order_penalty=penalty,
         order_penalty_weight=1.0 if penalty else 0.0))
     seconds = run.collective_end[0][0] - run.collective_launch[0][0]
     if seconds > 0:
@@ -410,6 +409,13 @@ class _TracedRows:
   completes: Dict[str, Any]
   disturbed: Set[str]
 
+  def as_ran(self, trace: str, model, **changes):
+    """(the plan, `model` as the trace's row ran it: its K, credit and
+    workers, `row_plans.as_ran`; `changes` replace more fields)."""
+    plan, args, workers = self.ran[trace]
+    return plan, row_plans.as_ran(model, results_files.trace_unroll(trace),
+                                  args, workers, **changes)
+
 
 def _traced_rows(results: Dict[str, Any], settings: Dict[str, Any],
                  plans_dir: str, base_dag, cost, workers: int,
@@ -418,28 +424,27 @@ def _traced_rows(results: Dict[str, Any], settings: Dict[str, Any],
   # pylint: disable=g-import-not-at-top
   from tf_preempt import plan as plan_lib
   # pylint: enable=g-import-not-at-top
-  traced = _TracedRows(
-      row_of={results_files.trace_name(name): name
-              for name in results["schedulers"]
-              if split_name(name)[0] in plan_lib.SCHEDULERS},
-      ran={}, first_ready={}, completes={}, disturbed=set())
-  for trace, row in traced.row_of.items():
+  row_of = {results_files.trace_name(name): name
+            for name in results["schedulers"]
+            if split_name(name)[0] in plan_lib.SCHEDULERS}
+  ran, first_ready, completes, disturbed = {}, {}, {}, set()
+  for trace, row in row_of.items():
     args = (settings.get(row) or {}).get("args") or ()
     plan, _ = row_plans.row_plan(plans_dir, row, split_name(row)[0], args,
                                  base_dag, cost, workers)
-    ran_workers = None if row_plans.sparse_as_dense(args) else workers
-    traced.ran[trace] = (plan, args, ran_workers)
-    traced.first_ready[trace] = row_plans.first_ready_fraction(
-        base_dag, plan, ran_workers)
-    traced.completes[trace] = row_plans.completed_tensors(base_dag, plan,
-                                                          ran_workers)
+    ran_workers = row_plans.gathering_workers(args, workers)
+    ran[trace] = (plan, args, ran_workers)
+    first_ready[trace] = row_plans.first_ready_fraction(base_dag, plan,
+                                                        ran_workers)
+    completes[trace] = row_plans.completed_tensors(base_dag, plan,
+                                                   ran_workers)
     blocks = blocks_of.get(trace)
     fastest = min(results["schedulers"][row].get("step_s") or
                   [results["schedulers"][row]["median_s"]])
     if blocks and (statistics.median(b["block_s"] for b in blocks) /
                    split_name(row)[1] > (1 + TARGET_ABS_ERROR) * fastest):
-      traced.disturbed.add(trace)
-  return traced
+      disturbed.add(trace)
+  return _TracedRows(row_of, ran, first_ready, completes, disturbed)
 
 
 def _row_costs(cost, cpu, calib: Dict[str, Any],
@@ -509,11 +514,9 @@ def _fitted_bytes_share(dag, cost, model, calib: Dict[str, Any],
     if not overlaps or t not in traced.row_of or (
         traced.first_ready.get(t) or 1.0) >= 1.0:
       continue
-    plan, args, workers = traced.ran[t]
-    k = split_name(traced.row_of[t])[1]
     samples.append(overlap_fit.OverlapSample(
-        plan, row_plans.as_ran(model, k, args, workers,
-                               block_startup=startups.get(k, 0.0)),
+        *traced.as_ran(t, model, block_startup=startups.get(
+            results_files.trace_unroll(t), 0.0)),
         statistics.median(o[0] for o in overlaps),
         statistics.median(o[1] for o in overlaps)))
   return overlap_fit.fit_bytes_share(dag, cost, samples), samples
@@ -559,10 +562,8 @@ def _fitted_overhead(dag, cost, model, calib: Dict[str, Any],
       tail = execution.exchange_tail(dag, cost, dataclasses.replace(
           model, workers=workers))
     elif sparse:
-      other_plan, other_args, other_workers = traced.ran[other_trace]
-      tail = row_plans.model_tail(
-          dag, cost, other_plan, row_plans.as_ran(
-              model, split_name(other)[1], other_args, other_workers))
+      tail = row_plans.model_tail(dag, cost,
+                                  *traced.as_ran(other_trace, model))
     model_tails.append(tail)
     k = results_files.trace_unroll(other_trace)
     for t, ends, batch in zip(tails, calib["last_steps"][other_trace],
@@ -844,8 +845,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     # follows from them.
     base_model = execution.ExecutionModel(
         unroll=unroll, **row_plans.credit(given),
-        workers=(None if row_plans.sparse_as_dense(args) else
-                 setup["workers"]),
+        workers=row_plans.gathering_workers(args, setup["workers"]),
         link_burst=link_burst, fixed_cpu_fifo=True,
         latency_behind_bytes=latency_behind_bytes,
         early_compute=min(early, dag.forward_length()))
@@ -873,7 +873,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       # The ratio of the model just built: the one reported.
       lone_ratio, ratios = _lone_ratio(
           lone_in_situ, {t: penalty_of(w) for t, w in lone_rows.items()},
-          traced.ran, dag, row_cost, model)
+          traced, dag, row_cost, model)
       lone_ratios = lone_ratios or ratios
       if lone_ratio is None or len(tried) == LONE_PASSES or abs(
           lone_ratio - 1) <= (lone_tolerance if not tried else
@@ -881,6 +881,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         break
       tried.append((lone_scale, lone_ratio))
       lone_scale = _next_lone_scale(tried)
+      if lone_scale == tried[-1][0]:
+        # Held at LONE_MAX_SCALE: another pass would build this model
+        # again.
+        break
     sparse_tail = per_tensor = None
     overhead = None if overhead_given is None else overhead_given * 1e-3
     if overhead is None and calib["tails"]:
@@ -982,8 +986,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                  "order_penalty_source": penalty_source,
                  "speed_ms_per_matmul": {
                      "directory": setup["speed_ms_per_matmul"],
-                     "cpu_cost": probe_inputs.probe_speed(results_dir,
-                                                          cpu_source),
+                     # The directory's own cost (a CPU-bound link) was
+                     # measured at the directory's speed.
+                     "cpu_cost": (setup["speed_ms_per_matmul"]
+                                  if cpu is cost else
+                                  probe_inputs.probe_speed(results_dir,
+                                                           cpu_source)),
                      "order_penalty": probe_inputs.probe_speed(
                          results_dir, penalty_source)},
                  "lone_in_situ": {t: v for t, v in sorted(

@@ -251,15 +251,19 @@ def repeat_correlation(paths: Sequence[str]) -> Dict[str, Any]:
   return out
 
 
+def _show(r: Optional[float]) -> str:
+  return "-" if r is None else f"{r:+.2f}"
+
+
 def format_correlation(correlation: Dict[str, Any]) -> str:
   """`repeat_correlation`'s result as text."""
-  show = lambda r: "-" if r is None else f"{r:+.2f}"
   lines = []
   for reference, c in correlation.items():
-    lines.append(f"{reference}: pooled {show(c['pooled'])} over "
-                 f"{c['runs']} row runs in {len(c['directories'])} "
-                 "directories")
-    lines.extend(f"  {name}: {show(r)}"
+    dirs = len(c["directories"])
+    lines.append(f"{reference}: pooled {_show(c['pooled'])} over "
+                 f"{c['runs']} row runs in {dirs} "
+                 f"director{'y' if dirs == 1 else 'ies'}")
+    lines.extend(f"  {name}: {_show(r)}"
                  for name, r in sorted(c["directories"].items()))
   return "\n".join(lines)
 
@@ -281,4 +285,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  flags.register_multi_flags_validator(
+      ["misses", "repeat_correlation"],
+      lambda given: not (given["misses"] and given["repeat_correlation"]),
+      message="--misses and --repeat_correlation are mutually exclusive")
   app.run(main)

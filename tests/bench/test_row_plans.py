@@ -55,6 +55,11 @@ def test_first_ready_fraction_and_issued_tensors():
   assert row_plans.first_ready_fraction(sparse, sparse_last, 2) == 1.0
 
 
+def test_gathering_workers_unless_sparse_as_dense():
+  assert row_plans.gathering_workers(["--unroll=2"], 4) == 4
+  assert row_plans.gathering_workers(["--sparse_as_dense"], 4) is None
+
+
 def test_sparse_as_dense_flag():
   assert row_plans.sparse_as_dense(["--sparse_as_dense"])
   assert row_plans.sparse_as_dense(["--sparse_as_dense=true"])

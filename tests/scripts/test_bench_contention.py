@@ -29,6 +29,15 @@ def test_summarize_pairs_the_chain_within_each_round():
   assert row["comm_ms"] == pytest.approx(9.5)
   assert row["loss_ms"] == pytest.approx(7.0)
   assert row["comm_end_ms"] == pytest.approx(37.5)
+  # Per round, the all-reduce's end after the chain's (together): 1, 0,
+  # 0, 0 ms.
+  assert row["after_compute_ms"] == pytest.approx(0.0)
+  # An all-reduce that outlasts the chain in every round.
+  long = [_round(0.030, 0.040, 0.036, 0.036 + d) for d in (0.0, 0.008,
+                                                           0.012)]
+  row = bench.summarize([{"task": 0, "rounds": long},
+                         {"task": 1, "rounds": long}], warmup_rounds=1)
+  assert row["after_compute_ms"] == pytest.approx(10.0)
 
 
 def test_summarize_refuses_what_it_cannot_use():
@@ -56,6 +65,9 @@ def test_fit_takes_the_slope_and_the_smallest_sizes_fixed_part():
   assert "(chain) lost" in cpu["source"]
   model_rows = [dict(r, compute="model:vgg_small") for r in rows]
   assert "(model:vgg_small) lost" in bench.fit_cpu_cost(model_rows)["source"]
+  # One fit is of one compute.
+  with pytest.raises(ValueError, match="different computes"):
+    bench.fit_cpu_cost(rows[:2] + model_rows[2:])
   with pytest.raises(ValueError, match="two sizes"):
     bench.fit_cpu_cost(rows[:1])
 
@@ -80,14 +92,17 @@ def test_fit_takes_each_repeated_size_by_its_median_loss():
     bench.fit_cpu_cost([r for r in repeated if r["nbytes"] == 100_000])
 
 
-@pytest.mark.parametrize("bad", ["--sizes=2", "--ops=0", "--passes=0",
-                                 "--warmup_rounds=40", "--sizes=x"])
-def test_bad_flags_are_refused_before_launching(bad):
+@pytest.mark.parametrize("bad, says", [
+    ("--sizes=2", "--sizes must be"), ("--ops=0", "--sizes must be"),
+    ("--passes=0", "--sizes must be"), ("--warmup_rounds=40",
+                                        "--sizes must be"),
+    ("--sizes=x", "--sizes must be"), ("--passes=2", "--passes is of")])
+def test_bad_flags_are_refused_before_launching(bad, says):
   result = subprocess.run(
       [sys.executable, scripts.script_path("bench_contention"), bad],
       cwd=scripts.REPO, capture_output=True, text=True, timeout=120)
   assert result.returncode != 0
-  assert "--sizes must be" in result.stderr
+  assert says in result.stderr
 
 
 @pytest.mark.slow

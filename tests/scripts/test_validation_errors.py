@@ -162,7 +162,8 @@ def test_repeat_correlation_follows_the_repeats_references(tmp_path):
   assert comm["directories"] == {"drifting": pytest.approx(-1.0),
                                  "partial": None}
   text = validation_errors.format_correlation(got)
-  assert "compute alone: pooled +" in text and "  partial: -" in text
+  assert "compute alone: pooled +" in text
+  assert "  partial: -" in text.splitlines()
 
 
 def test_cli_prints_the_repeat_correlation(tmp_path):
@@ -174,4 +175,9 @@ def test_cli_prints_the_repeat_correlation(tmp_path):
       [sys.executable, scripts.script_path("validation_errors"),
        "--repeat_correlation", str(tmp_path / "*.json")],
       capture_output=True, text=True, check=True, cwd=scripts.REPO).stdout
-  assert "compute alone: pooled +1.00 over 3 row runs in 1 directories" in out
+  assert "compute alone: pooled +1.00 over 3 row runs in 1 directory" in out
+  both = subprocess.run(
+      [sys.executable, scripts.script_path("validation_errors"),
+       "--repeat_correlation", "--misses", str(tmp_path / "*.json")],
+      capture_output=True, text=True, cwd=scripts.REPO)
+  assert both.returncode != 0 and "mutually exclusive" in both.stderr

@@ -185,6 +185,12 @@ def given_flags(args: Sequence[str]) -> Dict[str, str]:
               "=" in a)
 
 
+def gathering_workers(args: Sequence[str], workers: int) -> Optional[int]:
+  """`ExecutionModel.workers` of a row run with bench.py flags `args` on
+  `workers` workers: None with --sparse_as_dense (nothing all-gathered)."""
+  return None if sparse_as_dense(args) else workers
+
+
 def sparse_as_dense(args: Sequence[str]) -> bool:
   """Whether a row ran with --sparse_as_dense: its `IndexedSlices` were
   densified and reduced as its plan says, not all-gathered after it."""
