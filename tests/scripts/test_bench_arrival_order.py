@@ -120,7 +120,9 @@ def test_two_workers_on_loopback():
 @pytest.mark.slow
 def test_two_computing_workers_on_loopback():
   steps, warmup = 16, 4
-  out = _on_loopback(steps, warmup, "--late_ms=3", "--late_by=compute",
+  # 8 ms late: with 3, a CI run on a busy shared machine saw a skew of
+  # 0.77 ms (7 December; 2.3-4.3 ms on the idle machine, 6.4-13.6 with 8).
+  out = _on_loopback(steps, warmup, "--late_ms=8", "--late_by=compute",
                      "--busy_ms=2")
   assert out["late_by"] == "compute" and out["busy_ms"] == 2.0
   assert 0 < out["ms_per_op"] < 50
@@ -129,13 +131,13 @@ def test_two_computing_workers_on_loopback():
   for key, g in groups.items():
     if key != "nobody":
       # Between its previous end and its arrival the late task computes
-      # 2 + 3 ms of matmuls by the probe's own calibration (loosely: the
-      # machine is shared). Its skew is that extra 3 ms less how much
+      # 2 + 8 ms of matmuls by the probe's own calibration (loosely: the
+      # machine is shared). Its skew is that extra 8 ms less how much
       # earlier its previous step ended than the other task's, as with a
       # sleep (test_two_workers_on_loopback; 1.21 ms seen on a loaded
       # machine), so only part of it.
-      assert g["gap_ms"] >= 3.0
-      assert g["skew_ms"] >= 1.0
+      assert g["gap_ms"] >= 5.0
+      assert g["skew_ms"] >= 2.5
 
 
 @pytest.mark.slow
