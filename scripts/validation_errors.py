@@ -181,12 +181,10 @@ def _correlation(pairs: Sequence[Tuple[float, float]]) -> Optional[float]:
   constant or there are fewer than 2."""
   if len(pairs) < 2:
     return None
-  xs, ys = zip(*pairs)
-  mx, my = statistics.mean(xs), statistics.mean(ys)
-  sxy = sum((x - mx) * (y - my) for x, y in pairs)
-  sxx = sum((x - mx) ** 2 for x in xs)
-  syy = sum((y - my) ** 2 for y in ys)
-  return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+  try:
+    return statistics.correlation(*zip(*pairs))
+  except statistics.StatisticsError:  # A constant side.
+    return None
 
 
 def _repeat_deviations(details: Dict[str, Any], reference: str
