@@ -3,11 +3,11 @@
 `scripts/bench_arrival_order.py` and `scripts/bench_contention.py` time
 what TensorFlow's own ring does, so their workers build stock
 `tf.distribute.MultiWorkerMirroredStrategy` with RING collectives here,
-and the chain of matmuls they compute beside it (which
-`speed_worker` also times alone). For a
-side-by-side check the arrival probe can also build tf_preempt's strategy
-with the "tf_default" scheduler (the same one collective, gated by the
-scheduler op), as the training binary's tf_default rows run it.
+and the chain of matmuls they compute beside it (which `speed_worker`
+also times alone). For a side-by-side check the arrival probe can also
+build tf_preempt's strategy with the "tf_default" scheduler (the same one
+collective, gated by the scheduler op), as the training binary's
+tf_default rows run it.
 """
 
 from tf_preempt import heap
