@@ -40,7 +40,14 @@ def define_flags() -> None:
   flags.DEFINE_integer("warmup_steps", 8, "Steps per run not timed.")
   flags.DEFINE_list("schedulers", list(runner.SCHEDULERS),
                     "Schedulers to compare (must include tf_default).")
-  flags.DEFINE_integer("repeats", 2, "Runs of every row.")
+  flags.DEFINE_integer("repeats", 2, "Runs of every row (at least).")
+  flags.DEFINE_integer("max_repeats", 0,
+                       "> --repeats: after --repeats, whole repeats are "
+                       "added until every row's and reference's median is "
+                       "within --settle_tolerance of its fastest run, up to "
+                       "this many; 0: exactly --repeats.")
+  flags.DEFINE_float("settle_tolerance", runner.SETTLE_TOLERANCE,
+                     "See --max_repeats (a fraction of the fastest run).")
   flags.DEFINE_string("out", None, "Output directory.")
   flags.DEFINE_integer("unroll", 2, "K of pace (and of the baselines' "
                        "second row).")
@@ -82,6 +89,11 @@ def _check(f) -> None:
   if f.workers < 1 or f.batch_size % f.workers or f.repeats < 1:
     raise app.UsageError("--batch_size must be a multiple of --workers; "
                          "--repeats positive")
+  if f.max_repeats and f.max_repeats < f.repeats:
+    raise app.UsageError(f"--max_repeats ({f.max_repeats}) must be 0 or at "
+                         f"least --repeats ({f.repeats})")
+  if f.settle_tolerance <= 0:
+    raise app.UsageError("--settle_tolerance must be positive")
 
 
 def main(argv: Sequence[str]) -> None:
@@ -101,7 +113,8 @@ def main(argv: Sequence[str]) -> None:
                timeout_s=f.timeout_s,
                pace_profile_steps=f.pace_profile_steps,
                pace_sparse_as_dense=f.pace_sparse_as_dense,
-               heap_mode=f.heap, log=lambda m: print(m, flush=True))
+               heap_mode=f.heap, max_repeats=f.max_repeats or None,
+               settle_tolerance=f.settle_tolerance, log=lambda m: print(m, flush=True))
   except RuntimeError as e:
     print(f"bench: {e}", file=sys.stderr)
     sys.exit(1)

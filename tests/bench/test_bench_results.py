@@ -85,6 +85,24 @@ def test_markdown_names_settings_and_targets():
   assert "vs best baseline at K=2" in text and "`bench --x`" in text
 
 
+def test_markdown_says_how_the_repeats_were_chosen():
+  out = results.aggregate(_made_up(), 0.09, 0.13, "bench", "here")
+  fixed = results.markdown(out, {"repeats": 3, "min_repeats": 3,
+                                 "max_repeats": 3, "unsettled": ["ddp@1"]})
+  assert "median over 3 interleaved run(s)." in fixed
+  assert "settled" not in fixed
+  settled = results.markdown(out, {"repeats": 4, "min_repeats": 3,
+                                   "max_repeats": 6, "unsettled": [],
+                                   "settle_tolerance": 0.05})
+  assert "median over 4 interleaved run(s) (at least 3" in settled
+  assert "within 5% of its fastest run, up to 6; all settled)" in settled
+  capped = results.markdown(out, {"repeats": 6, "min_repeats": 3,
+                                  "max_repeats": 6,
+                                  "unsettled": ["ddp@1", "pace@2"],
+                                  "settle_tolerance": 0.05})
+  assert "not settled at the cap: ddp@1, pace@2)" in capped
+
+
 def test_block_estimate_and_its_report():
   # Compute-bound: 2 steps of 0.1 s compute hide all but one 0.04 s
   # all-reduce; comm-bound alike with the roles swapped.

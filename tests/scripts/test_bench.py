@@ -39,6 +39,14 @@ def test_profiling_must_fit_in_the_untimed_steps(tmp_path):
   assert "--pace_profile_steps" in result.stderr
 
 
+def test_max_repeats_below_repeats_is_rejected(tmp_path):
+  result = _bench(["--repeats=3", "--max_repeats=2", f"--out={tmp_path}"],
+                  timeout=60)
+  assert result.returncode != 0
+  assert "--max_repeats (2) must be 0 or at least --repeats (3)" in (
+      result.stderr)
+
+
 @pytest.mark.slow
 def test_tiny_bench_writes_every_output(tmp_path):
   # Loopback: the smoke test must not need root or tc.
@@ -81,6 +89,8 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert "ms per matmul" in (tmp_path / "results.md").read_text()
   # --heap reached the training workers, as they report it.
   assert details["heap"] == "keep"
+  # One repeat, as asked (no extra repeats without --max_repeats).
+  assert (details["repeats"], details["max_repeats"]) == (1, 1)
   assert {r["heap"] for r in details["runs"] if "@" in r["name"]} == {"keep"}
   # The trace holds the collectives of the plan that ran last (the
   # re-planned one), so they reach into the last step block, not only the

@@ -168,6 +168,19 @@ def targets(results: Mapping[str, Any], pace: str) -> Iterable[Dict[str, Any]]:
           for label, measured, goal, ref in out]
 
 
+def _settling(details: Mapping[str, Any]) -> str:
+  """How the repeats were chosen, where the bench repeated until settled."""
+  low, high = details.get("min_repeats"), details.get("max_repeats")
+  if low is None or high is None or high <= low:
+    return ""
+  left = details.get("unsettled") or []
+  return (f" (at least {low}, then repeated until every row's and "
+          f"reference's median was within "
+          f"{details['settle_tolerance']:.0%} of its fastest run, up to "
+          f"{high}; " + (f"not settled at the cap: {', '.join(left)})"
+                         if left else "all settled)"))
+
+
 def markdown(results: Mapping[str, Any], details: Mapping[str, Any],
              pace: Optional[str] = None) -> str:
   """results.md: the table (with each row's settings) and the targets."""
@@ -179,7 +192,8 @@ def markdown(results: Mapping[str, Any], details: Mapping[str, Any],
       f"{details.get('steps', '?')} steps per run, the first "
       f"{details.get('warmup_steps', '?')} not timed; a run's step time is "
       "the median of its timed steps on the slower worker; `median` is the "
-      f"median over {details.get('repeats', '?')} interleaved run(s).", "",
+      f"median over {details.get('repeats', '?')} interleaved run(s)"
+      f"{_settling(details)}.", "",
       *([f"Host speed: {details['speed_ms_per_matmul']:.3f} ms per matmul "
          "(tf_preempt.bench.speed_worker's chain, the median of the "
          "interleaved speed readings).", ""]

@@ -11,7 +11,9 @@ measurements launch their own small commands through `tf_preempt.launch`:
   model's gradient bytes through the multi-worker strategy, no compute.
 
 Every setting runs once per repeat, repeats in alternating order (A B C ...
-then ... C B A), because the machine is shared and its load drifts.
+then ... C B A), because the machine is shared and its load drifts. With
+`max_repeats` above `repeats`, whole repeats are added until every setting
+has settled (`unsettled`), or the cap is reached.
 """
 
 import dataclasses
@@ -22,7 +24,8 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 from tf_preempt import heap
 from tf_preempt.bench import results as results_lib
@@ -40,6 +43,10 @@ COMPUTE, COMM = "compute alone", "communication alone"
 # A reading of the host's speed (`speed_worker`), beside the references: one
 # machine identity is not one speed on this testbed.
 SPEED = "speed reading"
+# A setting has settled when the median of its runs is at most this far
+# above its fastest run: more than half of its runs then lie near the
+# undisturbed time (a disturbance on this shared machine only slows a run).
+SETTLE_TOLERANCE = 0.05
 
 
 @dataclasses.dataclass
@@ -60,8 +67,34 @@ def interleaved(items: Sequence[Any], repeats: int):
   a drift hit no item more than another.
   """
   for repeat in range(repeats):
-    for item in items if repeat % 2 == 0 else items[::-1]:
+    for item in in_repeat_order(items, repeat):
       yield repeat, item
+
+
+def in_repeat_order(items: Sequence[Any], repeat: int) -> Sequence[Any]:
+  """`items` in the order of repeat number `repeat` (0-based)."""
+  return items if repeat % 2 == 0 else items[::-1]
+
+
+def unsettled(runs_by_name: Mapping[str, Sequence[float]],
+              tolerance: float = SETTLE_TOLERANCE) -> List[str]:
+  """The names whose median run is more than `tolerance` above their fastest.
+
+  Args:
+    runs_by_name: {setting name: the values of its runs so far} (seconds).
+    tolerance: a fraction of the fastest run.
+
+  Returns:
+    The unsettled names, sorted.
+
+  Raises:
+    ValueError: if a setting has no run.
+  """
+  empty = sorted(n for n, v in runs_by_name.items() if not v)
+  if empty:
+    raise ValueError(f"settings without a run: {', '.join(empty)}")
+  return sorted(n for n, v in runs_by_name.items()
+                if statistics.median(v) > min(v) * (1 + tolerance))
 
 
 def settings_of(schedulers: Sequence[str], unroll: int,
@@ -285,6 +318,40 @@ def speed_reading(num_workers: int, heap_args: Sequence[str] = (),
   return max(s["ms_per_matmul"] for s in stats)
 
 
+def repeat_until_settled(
+    run_one: Callable[[Setting, int], float], order: Sequence[Setting],
+    repeats: int, max_repeats: int, tolerance: float = SETTLE_TOLERANCE,
+    log=print) -> Tuple[Dict[str, List[float]], int, List[str]]:
+  """Runs `order` in alternating repeats until every setting has settled.
+
+  Args:
+    run_one: runs a setting once, given it and the 0-based repeat; returns
+      its value (seconds).
+    order: the settings of one repeat.
+    repeats: the repeats always run.
+    max_repeats: the most repeats run (>= `repeats`).
+    tolerance: see `unsettled`.
+    log: prints a line.
+
+  Returns:
+    ({name: the values of its runs, in run order}, the repeats run, the
+    names still unsettled when they stopped).
+  """
+  by_name: Dict[str, List[float]] = {s.name: [] for s in order}
+  done = 0
+  while True:
+    for s in in_repeat_order(order, done):
+      by_name[s.name].append(run_one(s, done))
+    done += 1
+    if done < repeats:
+      continue
+    left = unsettled(by_name, tolerance)
+    if not left or done >= max_repeats:
+      return by_name, done, left
+    log(f"not settled after {done} repeat(s) (median more than "
+        f"{tolerance:.0%} above the fastest run): {', '.join(left)}")
+
+
 def pick_best(bench: Bench, scheduler: str, flag: str,
               values: Sequence[int]) -> Tuple[int, Dict[int, float]]:
   """Runs `scheduler` at K=1 once per value of `flag`; the fastest value."""
@@ -302,13 +369,33 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         out_dir: str, unroll: int, batch_size: int, command: str,
         train_script: str, timeout_s: float = 300.0,
         pace_profile_steps: int = 0, pace_sparse_as_dense: bool = False,
-        heap_mode: str = heap.DEFAULT_MODE, log=print) -> Dict[str, Any]:
+        heap_mode: str = heap.DEFAULT_MODE,
+        max_repeats: Optional[int] = None,
+        settle_tolerance: float = SETTLE_TOLERANCE,
+        log=print) -> Dict[str, Any]:
   """The whole benchmark; writes results.json, results.md, timeline.png.
+
+  The other arguments are scripts/bench.py's flags of the same names.
+
+  Args:
+    repeats: the repeats always run.
+    max_repeats: None (= `repeats`) or more: after `repeats`, whole
+      repeats are added while a row or a reference has not settled
+      (`unsettled` at `settle_tolerance`), up to this many.
+    settle_tolerance: see `unsettled`.
 
   Returns:
     The results.json dict.
+
+  Raises:
+    ValueError: if `max_repeats` is below `repeats`.
   """
+  max_repeats = repeats if max_repeats is None else max_repeats
+  if max_repeats < repeats:
+    raise ValueError(f"max_repeats {max_repeats} is below repeats {repeats}")
   start = time.perf_counter()
+  until_settled = (f" (up to {max_repeats} until settled)"
+                   if max_repeats > repeats else "")
   link = link_of(bandwidth)
   bench = Bench(train_once, model=model, batch_size=batch_size, steps=steps,
                 warmup_steps=warmup_steps, num_workers=num_workers,
@@ -316,7 +403,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
                 train_script=train_script, heap_mode=heap_mode, log=log)
   log(f"bench: {model}, global batch {batch_size}, {num_workers} workers, "
       f"{bandwidth or 'loopback'}, {steps} steps per run "
-      f"({warmup_steps} not timed), {repeats} repeat(s), K={unroll}")
+      f"({warmup_steps} not timed), {repeats} repeat(s)"
+      f"{until_settled}, K={unroll}")
   prepass = {}
   pack = credit = None
   if "tf_packed" in schedulers:
@@ -328,13 +416,11 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   rows = settings_of(schedulers, unroll, pack, credit, pace_profile_steps,
                      pace_sparse_as_dense)
   order = rows + [Setting(COMPUTE), Setting(COMM), Setting(SPEED)]
-  # The pre-pass runs are not rows' runs: keep only what follows.
-  first_row_run = len(bench.runs)
-  for repeat, s in interleaved(order, repeats):
-    bench.run(s, tag=f"repeat {repeat + 1}/{repeats}: ")
-  runs = bench.runs[first_row_run:]
-  by_name = {s.name: [r["value_s"] for r in runs if r["name"] == s.name]
-             for s in order}
+  # Only these runs are the rows' and references' (not the pre-pass's).
+  by_name, done, left = repeat_until_settled(
+      lambda s, repeat: bench.run(
+          s, tag=f"repeat {repeat + 1}/{repeats}{until_settled}: "),
+      order, repeats, max_repeats, settle_tolerance, log)
   compute_s = statistics.median(by_name.pop(COMPUTE))
   comm_s = statistics.median(by_name.pop(COMM))
   speed_ms = statistics.median(by_name.pop(SPEED)) * 1e3
@@ -355,7 +441,11 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
                          for k, v in prepass.items()},
              "runs": bench.runs, "elapsed_s": time.perf_counter() - start,
              "batch_size": batch_size, "steps": steps,
-             "warmup_steps": warmup_steps, "repeats": repeats,
+             "warmup_steps": warmup_steps, "repeats": done,
+             "min_repeats": repeats, "max_repeats": max_repeats,
+             "settle_tolerance": settle_tolerance,
+             # Settings still unsettled when the repeats stopped.
+             "unsettled": left,
              "heap": heap_mode,
              # The median over the repeats; each reading is a "speed
              # reading" run (its value_s: seconds per matmul).
