@@ -28,6 +28,13 @@ more repeats) and pooled: the correlation of each row run's log
 deviation from its row's median with the log deviation of its repeat's
 reference from the references' median. Near 0, the noise is per run, and
 inputs measured per repeat would not predict it.
+
+With --time_correlation it asks on what time scale the noise moves: per
+benchmark directory (3 or more repeats) and pooled, every run of the
+repeats (rows and references) in the order they ran, as its log deviation
+from its setting's median, correlated with the run `lag` runs later. A
+correlation that fades only over many runs is a machine state that lasts
+that long; near 0 at lag 1, every run is on its own.
 """
 
 import glob
@@ -48,11 +55,18 @@ _REPEAT_CORRELATION = flags.DEFINE_bool(
     "repeat_correlation", False, "Correlate each repeat's row runs with "
     "that repeat's compute alone and communication alone (details.json) "
     "instead of the per-row summary.")
+_TIME_CORRELATION = flags.DEFINE_bool(
+    "time_correlation", False, "Correlate each run's deviation with the "
+    "runs that followed it (details.json, in run order) instead of the "
+    "per-row summary.")
 
 # The references scripts/bench.py runs once per repeat beside the rows.
 REFERENCES = ("compute alone", "communication alone")
 # Fewer repeats than this give no deviation worth correlating.
 MIN_REPEATS = 3
+# --time_correlation: how many runs apart (a repeat of scripts/bench.py's
+# 13 rows and 3 references is 16 runs).
+LAGS = (1, 2, 4, 8, 16, 32)
 
 
 # The repository: a report's results_dir is relative to it.
@@ -187,6 +201,13 @@ def _correlation(pairs: Sequence[Tuple[float, float]]) -> Optional[float]:
     return None
 
 
+def _repeat_runs(details: Dict[str, Any]) -> List[Dict[str, Any]]:
+  """The runs of a details.json's repeats (no pre-pass), in run order."""
+  return [run for run in details.get("runs") or ()
+          if str(run.get("tag", "")).startswith("repeat ")
+          and run.get("value_s")]
+
+
 def _repeat_deviations(details: Dict[str, Any], reference: str
                        ) -> List[Tuple[float, float]]:
   """(the reference's log deviation, a row run's log deviation) for every
@@ -194,10 +215,8 @@ def _repeat_deviations(details: Dict[str, Any], reference: str
   its own median over the repeats; [] with fewer or without the
   reference in every repeat."""
   by_repeat: Dict[str, Dict[str, float]] = {}
-  for run in details.get("runs") or ():
-    tag = str(run.get("tag", ""))
-    if tag.startswith("repeat ") and run.get("value_s"):
-      by_repeat.setdefault(tag, {})[run["name"]] = run["value_s"]
+  for run in _repeat_runs(details):
+    by_repeat.setdefault(run["tag"], {})[run["name"]] = run["value_s"]
   repeats = list(by_repeat.values())
   if len(repeats) < MIN_REPEATS or any(reference not in r for r in repeats):
     return []
@@ -249,6 +268,72 @@ def repeat_correlation(paths: Sequence[str]) -> Dict[str, Any]:
   return out
 
 
+def _run_deviations(details: Dict[str, Any]) -> List[float]:
+  """Each run of the repeats, in run order, as its log deviation from its
+  setting's median; [] with fewer than `MIN_REPEATS` repeats."""
+  runs = _repeat_runs(details)
+  if len({run["tag"] for run in runs}) < MIN_REPEATS:
+    return []
+  by_name: Dict[str, List[float]] = {}
+  for run in runs:
+    by_name.setdefault(run["name"], []).append(run["value_s"])
+  middle = {name: statistics.median(v) for name, v in by_name.items()}
+  return [math.log(run["value_s"] / middle[run["name"]]) for run in runs]
+
+
+def time_correlation(paths: Sequence[str],
+                     lags: Sequence[int] = LAGS) -> Dict[str, Any]:
+  """How a run's deviation follows the deviation of the run `lag` before.
+
+  Args:
+    paths: `validate_sim.py --json` reports; their benchmark directories'
+      details.json are read (each directory once).
+    lags: runs apart.
+
+  Returns:
+    {"lags": the lags, "runs": the runs counted, "pooled": {lag:
+    correlation or None}, "directories": {directory name: {lag:
+    correlation or None}}}; directories with fewer than `MIN_REPEATS`
+    repeats are left out.
+
+  Raises:
+    ValueError: if a report names no benchmark directory.
+  """
+  pooled: Dict[int, List[Tuple[float, float]]] = {lag: [] for lag in lags}
+  per_dir, runs = {}, 0
+  for results_dir in sorted({_results_dir(p, _load(p)) for p in paths}):
+    path = os.path.join(results_dir, "details.json")
+    deviations = _run_deviations(_load(path)) if os.path.isfile(path) else []
+    if not deviations:
+      continue
+    runs += len(deviations)
+    pairs = {lag: list(zip(deviations, deviations[lag:])) for lag in lags}
+    per_dir[os.path.basename(os.path.normpath(results_dir))] = {
+        lag: _correlation(pairs[lag]) for lag in lags}
+    for lag in lags:
+      pooled[lag].extend(pairs[lag])
+  return {"lags": list(lags), "runs": runs,
+          "pooled": {lag: _correlation(pooled[lag]) for lag in lags},
+          "directories": per_dir}
+
+
+def format_time_correlation(correlation: Dict[str, Any]) -> str:
+  """`time_correlation`'s result as text."""
+  lags = correlation["lags"]
+  dirs = len(correlation["directories"])
+
+  def row(by_lag):
+    return " ".join(f"{_show(by_lag[lag]):>5}" for lag in lags)
+
+  return "\n".join(
+      [f"runs apart: {' '.join(f'{lag:>5}' for lag in lags)}",
+       f"pooled:     {row(correlation['pooled'])} over "
+       f"{correlation['runs']} runs in {dirs} "
+       f"director{'y' if dirs == 1 else 'ies'}"] +
+      [f"  {name}: {row(by_lag)}"
+       for name, by_lag in sorted(correlation["directories"].items())])
+
+
 def _show(r: Optional[float]) -> str:
   return "-" if r is None else f"{r:+.2f}"
 
@@ -277,6 +362,8 @@ def main(argv):
     print(format_misses(row_misses(paths)))
   elif _REPEAT_CORRELATION.value:
     print(format_correlation(repeat_correlation(paths)))
+  elif _TIME_CORRELATION.value:
+    print(format_time_correlation(time_correlation(paths)))
   else:
     print(format_errors(row_errors(paths)))
   return 0
@@ -284,7 +371,8 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.register_multi_flags_validator(
-      ["misses", "repeat_correlation"],
-      lambda given: not (given["misses"] and given["repeat_correlation"]),
-      message="--misses and --repeat_correlation are mutually exclusive")
+      ["misses", "repeat_correlation", "time_correlation"],
+      lambda given: sum(given.values()) <= 1,
+      message="--misses, --repeat_correlation and --time_correlation are "
+      "mutually exclusive")
   app.run(main)

@@ -166,6 +166,28 @@ def test_repeat_correlation_follows_the_repeats_references(tmp_path):
   assert "  partial: -" in text.splitlines()
 
 
+def test_time_correlation_follows_the_runs_in_their_order(tmp_path):
+  # Every second repeat slows both settings twice over: the deviations in
+  # run order are 0 0 d d 0 0 d d 0 0 (d = log 2), against themselves 2
+  # runs later -1 and 4 runs later +1.
+  slow_pairs = _benchmark(tmp_path, "slow_pairs", {})
+  _details(slow_pairs, [{"ddp@1": f * 0.1, "compute alone": f * 0.02}
+                        for f in (1, 2, 1, 2, 1)])
+  short = _benchmark(tmp_path, "short", {})  # Two repeats: left out.
+  _details(short, [{"ddp@1": 0.1}, {"ddp@1": 0.3}])
+  paths = [_full_report(tmp_path / f"{name}.json", d, {})
+           for name, d in (("slow_pairs", slow_pairs), ("short", short))]
+  got = validation_errors.time_correlation(paths, lags=(2, 4))
+  assert got["runs"] == 10  # The pre-pass run is not counted.
+  assert got["directories"] == {"slow_pairs": {2: pytest.approx(-1.0),
+                                               4: pytest.approx(1.0)}}
+  assert got["pooled"] == {2: pytest.approx(-1.0), 4: pytest.approx(1.0)}
+  text = validation_errors.format_time_correlation(got)
+  assert "runs apart:     2     4" in text
+  assert "pooled:     -1.00 +1.00 over 10 runs in 1 directory" in text
+  assert "  slow_pairs: -1.00 +1.00" in text.splitlines()
+
+
 def test_cli_prints_the_repeat_correlation(tmp_path):
   results_dir = _benchmark(tmp_path, "run", {})
   _details(results_dir, [{"compute alone": c, "communication alone": c,
@@ -181,3 +203,13 @@ def test_cli_prints_the_repeat_correlation(tmp_path):
        "--repeat_correlation", "--misses", str(tmp_path / "*.json")],
       capture_output=True, text=True, cwd=scripts.REPO)
   assert both.returncode != 0 and "mutually exclusive" in both.stderr
+  lags = subprocess.run(
+      [sys.executable, scripts.script_path("validation_errors"),
+       "--time_correlation", str(tmp_path / "*.json")],
+      capture_output=True, text=True, check=True, cwd=scripts.REPO).stdout
+  assert "over 9 runs in 1 directory" in lags
+  timed = subprocess.run(
+      [sys.executable, scripts.script_path("validation_errors"),
+       "--time_correlation", "--misses", str(tmp_path / "*.json")],
+      capture_output=True, text=True, cwd=scripts.REPO)
+  assert timed.returncode != 0 and "mutually exclusive" in timed.stderr
