@@ -114,7 +114,8 @@ def main(argv: Sequence[str]) -> None:
                pace_profile_steps=f.pace_profile_steps,
                pace_sparse_as_dense=f.pace_sparse_as_dense,
                heap_mode=f.heap, max_repeats=f.max_repeats or None,
-               settle_tolerance=f.settle_tolerance, log=lambda m: print(m, flush=True))
+               settle_tolerance=f.settle_tolerance,
+               log=lambda m: print(m, flush=True))
   except RuntimeError as e:
     print(f"bench: {e}", file=sys.stderr)
     sys.exit(1)
