@@ -401,7 +401,8 @@ class _TracedRows:
     disturbed: the traces whose run was more than the target slower than
       the row's fastest repeat: something else slowed it (the machine is
       shared), and its measurements would carry that into the other rows'
-      predictions. A trace is of the row's last run.
+      predictions. A trace is of the row's last run (scripts/bench.py
+      since 7 December: of its repeat run nearest its median).
   """
   row_of: Dict[str, str]
   ran: Dict[str, Tuple[Any, Sequence[str], Optional[int]]]

@@ -1,5 +1,8 @@
 """Tests of tf_preempt.bench.runner's rows and repeats (no training run)."""
 
+import json
+import os
+
 import pytest
 
 from tf_preempt.bench import runner
@@ -100,3 +103,55 @@ def test_without_extra_repeats_the_unsettled_are_still_named():
   _, done, left = runner.repeat_until_settled(
       timings, _settings("a"), repeats=2, max_repeats=2, log=lambda m: None)
   assert (done, left) == (2, ["a"])
+
+
+def _bench_writing_files(tmp_path, values):
+  """A Bench whose training run writes two workers' traces and a plan that
+  name its step time, and returns the next of `values`."""
+  steps = iter(values)
+
+  def train_once(scheduler, unroll, **kwargs):
+    del scheduler, unroll
+    timeline = next(a for a in kwargs["extra_args"]
+                    if a.startswith("--timeline="))[len("--timeline="):]
+    value = next(steps)
+    for worker in (0, 1):
+      with open(f"{timeline[:-len('.json')]}.worker-{worker}.json",
+                "w") as f:
+        json.dump({"step_s": value}, f)
+    return {"median_step_s": value, "plan": None, "final_loss": 0.0,
+            "plan_json": json.dumps({"step_s": value})}
+
+  return runner.Bench(train_once, model="m", batch_size=2, steps=4,
+                      warmup_steps=1, num_workers=2, link=None, timeout_s=1,
+                      out_dir=str(tmp_path), train_script="train.py",
+                      log=lambda m: None)
+
+
+def _read(path):
+  with open(path) as f:
+    return json.load(f)
+
+
+def test_each_row_keeps_the_files_of_its_run_nearest_the_median(tmp_path):
+  # Binary fractions: the ties below are exact.
+  bench = _bench_writing_files(tmp_path,
+                               [0.1875, 0.5, 0.125, 0.25, 0.125, 0.5])
+  packed, pace = runner.Setting("tf_packed@1", "tf_packed", 1), (
+      runner.Setting("pace@2", "pace", 2))
+  # A pre-pass run at the median is not a repeat's.
+  bench.run(packed, tag="pre-pass bytes_per_pack=1 MiB: ")
+  for s in (pace, packed, packed, pace, pace):
+    bench.run(s, tag="repeat 1/3: ")
+  kept = bench.keep_median_runs(["pace@2", "tf_packed@1"])
+  # pace: 0.5, 0.125, 0.5, the first run at the median; tf_packed: 0.125
+  # and 0.25 are equally near their median, and the earlier is kept.
+  assert kept == {"pace@2": 1, "tf_packed@1": 2}
+  traces = tmp_path / "traces"
+  assert sorted(os.listdir(traces)) == [
+      "pace_k2.worker-0.json", "pace_k2.worker-1.json",
+      "tf_packed_k1.worker-0.json", "tf_packed_k1.worker-1.json"]
+  assert _read(traces / "pace_k2.worker-1.json") == {"step_s": 0.5}
+  assert _read(traces / "tf_packed_k1.worker-0.json") == {"step_s": 0.125}
+  assert _read(tmp_path / "plans" / "tf_packed@1.json") == {"step_s": 0.125}
+  assert _read(tmp_path / "plans" / "pace@2.json") == {"step_s": 0.5}

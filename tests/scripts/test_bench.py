@@ -91,6 +91,13 @@ def test_tiny_bench_writes_every_output(tmp_path):
   assert details["heap"] == "keep"
   # One repeat, as asked (no extra repeats without --max_repeats).
   assert (details["repeats"], details["max_repeats"]) == (1, 1)
+  # The traces kept are those of each row's run (its only one here), and
+  # no other run's are left.
+  for row, index in details["trace_runs"].items():
+    assert details["runs"][index]["name"] == row
+    assert details["runs"][index]["tag"].startswith("repeat 1/1")
+  assert set(details["trace_runs"]) == set(out["schedulers"])
+  assert not (tmp_path / "traces" / "runs").exists()
   assert {r["heap"] for r in details["runs"] if "@" in r["name"]} == {"keep"}
   # The trace holds the collectives of the plan that ran last (the
   # re-planned one), so they reach into the last step block, not only the

@@ -21,6 +21,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -43,6 +44,11 @@ COMPUTE, COMM = "compute alone", "communication alone"
 # A reading of the host's speed (`speed_worker`), beside the references: one
 # machine identity is not one speed on this testbed.
 SPEED = "speed reading"
+# Under the traces directory: one directory per run (its index in
+# `Bench.runs`) until `Bench.keep_median_runs` keeps one run's per row.
+RUN_TRACES = "runs"
+# A run's plan (Plan.to_json), in its directory under RUN_TRACES.
+RUN_PLAN = "plan.json"
 # A setting has settled when the median of its runs is at most this far
 # above its fastest run: more than half of its runs then lie near the
 # undisturbed time (a disturbance on this shared machine only slows a run).
@@ -221,7 +227,10 @@ class Bench:
       value, extra = speed_reading(self.num_workers, self.heap_args,
                                    self.timeout_s) * 1e-3, {}
     else:
-      trace = os.path.join(self.trace_dir, timeline.trace_file(setting.name))
+      # Every run's own traces: the row's kept ones are chosen at the end.
+      run_dir = os.path.join(self.trace_dir, RUN_TRACES, str(len(self.runs)))
+      os.makedirs(run_dir, exist_ok=True)
+      trace = os.path.join(run_dir, timeline.trace_file(setting.name))
       r = self.train_once(
           setting.scheduler, setting.unroll, model=self.model,
           batch_size=self.batch_size, steps=self.steps,
@@ -235,22 +244,52 @@ class Bench:
                "final_loss": r["final_loss"], "heap": r.get("heap")}
       if r.get("profile"):
         extra["profile"] = r["profile"]
-      if r.get("plan_json") and not tag.startswith("pre-pass"):
-        self._write_plan(setting.name, r["plan_json"])
+      if r.get("plan_json"):
+        with open(os.path.join(run_dir, RUN_PLAN), "w") as f:
+          f.write(r["plan_json"])
     self.log(f"  {value * 1e3:.1f} ms ({time.perf_counter() - start:.0f} s)")
     self.runs.append(dict(name=setting.name, args=list(setting.args),
                           value_s=value, load_before=load, tag=tag.strip(),
                           **extra))
     return value
 
-  def _write_plan(self, name: str, plan_json: str) -> None:
-    # The latest run's plan: plans from the sizes are the same in every
-    # run; a re-planned one can differ, and the row's details keep each
-    # run's plan summary.
-    plans = os.path.join(self.out_dir, "plans")
-    os.makedirs(plans, exist_ok=True)
-    with open(os.path.join(plans, f"{name}.json"), "w") as f:
-      f.write(plan_json)
+  def keep_median_runs(self, names: Sequence[str]) -> Dict[str, int]:
+    """Keeps, for each row, the traces and plan of its repeat run nearest
+    its median.
+
+    The traces then show a run like the one the row's median stands for,
+    not whichever ran last (which the machine's noise may have slowed).
+    They go to the traces directory under their usual names, and the
+    run's plan to plans/NAME@K.json (a plan from the sizes is the same in
+    every run; a re-planned one can differ, and the row's details keep
+    each run's plan summary). Every other run's files are removed.
+
+    Args:
+      names: the rows ("NAME@K").
+
+    Returns:
+      {row: the index in `runs` of the run whose traces were kept}; of two
+      runs equally near the median, the earlier.
+    """
+    kept = {}
+    for name in names:
+      runs = [(i, r["value_s"]) for i, r in enumerate(self.runs)
+              if r["name"] == name and r["tag"].startswith("repeat")]
+      if not runs:
+        continue
+      middle = statistics.median(v for _, v in runs)
+      index = min(runs, key=lambda run: (abs(run[1] - middle), run[0]))[0]
+      source = os.path.join(self.trace_dir, RUN_TRACES, str(index))
+      for f in sorted(os.listdir(source)):
+        if f == RUN_PLAN:
+          os.makedirs(os.path.join(self.out_dir, "plans"), exist_ok=True)
+          target = os.path.join(self.out_dir, "plans", f"{name}.json")
+        else:
+          target = os.path.join(self.trace_dir, f)
+        shutil.move(os.path.join(source, f), target)
+      kept[name] = index
+    shutil.rmtree(os.path.join(self.trace_dir, RUN_TRACES), ignore_errors=True)
+    return kept
 
   def cost_model(self) -> Optional[Dict[str, Any]]:
     """alpha-beta fitted over the medians of the all-reduces timed alone."""
@@ -421,6 +460,7 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
       lambda s, repeat: bench.run(
           s, tag=f"repeat {repeat + 1}/{repeats}{until_settled}: "),
       order, repeats, max_repeats, settle_tolerance, log)
+  trace_runs = bench.keep_median_runs([s.name for s in rows])
   compute_s = statistics.median(by_name.pop(COMPUTE))
   comm_s = statistics.median(by_name.pop(COMM))
   speed_ms = statistics.median(by_name.pop(SPEED)) * 1e3
@@ -446,6 +486,9 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
              "settle_tolerance": settle_tolerance,
              # Settings still unsettled when the repeats stopped.
              "unsettled": left,
+             # Each row's traces are of this run (an index into "runs"):
+             # the repeat run nearest the row's median.
+             "trace_runs": trace_runs,
              "heap": heap_mode,
              # The median over the repeats; each reading is a "speed
              # reading" run (its value_s: seconds per matmul).
