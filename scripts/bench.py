@@ -42,10 +42,10 @@ def define_flags() -> None:
                     "Schedulers to compare (must include tf_default).")
   flags.DEFINE_integer("repeats", 2, "Runs of every row (at least).")
   flags.DEFINE_integer("max_repeats", 0,
-                       "> --repeats: after --repeats, whole repeats are "
-                       "added until every row's and reference's median is "
-                       "within --settle_tolerance of its fastest run, up to "
-                       "this many; 0: exactly --repeats.")
+                       "> --repeats (>= 2): after --repeats, whole repeats "
+                       "are added until every row's, reference's and speed "
+                       "reading's median is within --settle_tolerance of its "
+                       "fastest run, up to this many; 0: exactly --repeats.")
   flags.DEFINE_float("settle_tolerance", runner.SETTLE_TOLERANCE,
                      "See --max_repeats (a fraction of the fastest run).")
   flags.DEFINE_string("out", None, "Output directory.")
@@ -92,6 +92,9 @@ def _check(f) -> None:
   if f.max_repeats and f.max_repeats < f.repeats:
     raise app.UsageError(f"--max_repeats ({f.max_repeats}) must be 0 or at "
                          f"least --repeats ({f.repeats})")
+  if f.max_repeats > f.repeats == 1:
+    raise app.UsageError("--max_repeats needs --repeats of 2 or more: one "
+                         "run is always settled")
   if f.settle_tolerance <= 0:
     raise app.UsageError("--settle_tolerance must be positive")
 

@@ -401,8 +401,11 @@ class _TracedRows:
     disturbed: the traces whose run was more than the target slower than
       the row's fastest repeat: something else slowed it (the machine is
       shared), and its measurements would carry that into the other rows'
-      predictions. A trace is of the row's last run (scripts/bench.py
-      since 7 December: of its repeat run nearest its median).
+      predictions. A trace is of the row's last run, or, where details.json
+      has `trace_runs`, of its median run (scripts/bench.py from 7
+      December, after (h14)); then a trace is disturbed when its blocks are
+      more than the target slower than the row's median, the run it is
+      of.
   """
   row_of: Dict[str, str]
   ran: Dict[str, Tuple[Any, Sequence[str], Optional[int]]]
@@ -420,8 +423,10 @@ class _TracedRows:
 
 def _traced_rows(results: Dict[str, Any], settings: Dict[str, Any],
                  plans_dir: str, base_dag, cost, workers: int,
-                 blocks_of: Dict[str, Any]) -> _TracedRows:
-  """The `_TracedRows` of the planner schedulers' rows of `results`."""
+                 blocks_of: Dict[str, Any],
+                 traces_of_median_runs: bool = False) -> _TracedRows:
+  """The `_TracedRows` of the planner schedulers' rows of `results`
+  (`traces_of_median_runs`: details.json has `trace_runs`)."""
   # pylint: disable=g-import-not-at-top
   from tf_preempt import plan as plan_lib
   # pylint: enable=g-import-not-at-top
@@ -440,10 +445,11 @@ def _traced_rows(results: Dict[str, Any], settings: Dict[str, Any],
     completes[trace] = row_plans.completed_tensors(base_dag, plan,
                                                    ran_workers)
     blocks = blocks_of.get(trace)
-    fastest = min(results["schedulers"][row].get("step_s") or
-                  [results["schedulers"][row]["median_s"]])
+    measured = results["schedulers"][row]
+    usual = (measured["median_s"] if traces_of_median_runs else
+             min(measured.get("step_s") or [measured["median_s"]]))
     if blocks and (statistics.median(b["block_s"] for b in blocks) /
-                   split_name(row)[1] > (1 + TARGET_ABS_ERROR) * fastest):
+                   split_name(row)[1] > (1 + TARGET_ABS_ERROR) * usual):
       disturbed.add(trace)
   return _TracedRows(row_of, ran, first_ready, completes, disturbed)
 
@@ -760,7 +766,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   blocks_of = {name: trace_calibration.trace_blocks(trace)
                for name, trace in traces.items()}
   traced = _traced_rows(results, settings, plans_dir, base_dag, cost,
-                        setup["workers"], blocks_of)
+                        setup["workers"], blocks_of,
+                        traces_of_median_runs="trace_runs" in details)
   # The rows that reduce the whole dense gradient in one collective after
   # the backward pass (as stock TensorFlow's one pack): what their first
   # collective took from the last worker's arrival, past the warm-up.
@@ -977,6 +984,10 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                             for t in base_dag.tensors
                             if t.sparse is not None],
                  "disturbed_traces": sorted(traced.disturbed),
+                 # Only where it holds, so that the earlier reports stay as
+                 # they were.
+                 **({"traces_of_median_runs": True}
+                    if "trace_runs" in details else {}),
                  "compute": compute_source, "compute_scale": scale,
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),
@@ -1119,8 +1130,10 @@ def format_table(report: Dict[str, Any]) -> str:
       "inputs measured alone (cost, CPU cost, arrival-order points) are "
       "scaled until it is 1: lone is that factor (1: kept; -: no such "
       "traces).",
-      "- Traces of disturbed runs (more than 10% slower than their row's "
-      "fastest repeat), used for no calibration: " +
+      "- Traces of disturbed runs (more than 10% slower than their row's " +
+      ("median: they are of its median run"
+       if inputs.get("traces_of_median_runs")
+       else "fastest repeat") + "), used for no calibration: " +
       (", ".join(inputs["disturbed_traces"]) or "none") + ".",
       "",
       f"Measured: each row's {inputs['settings']['reference']} repeat.",

@@ -293,8 +293,8 @@ def time_correlation(paths: Sequence[str],
   Returns:
     {"lags": the lags, "runs": the runs counted, "pooled": {lag:
     correlation or None}, "directories": {directory name: {lag:
-    correlation or None}}}; directories with fewer than `MIN_REPEATS`
-    repeats are left out.
+    correlation or None}}}; directories without a details.json or with
+    fewer than `MIN_REPEATS` repeats are left out.
 
   Raises:
     ValueError: if a report names no benchmark directory.

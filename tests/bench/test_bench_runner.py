@@ -87,7 +87,7 @@ def test_whole_repeats_are_added_until_every_setting_settled():
   assert (done, left) == (3, [])
   assert by_name["b"] == [2.0, 3.0, 2.05] and len(by_name["a"]) == 3
   assert timings.ran[-2:] == [(2, "a"), (2, "b")]
-  assert len(logged) == 1 and "b" in logged[0] and "a," not in logged[0]
+  assert len(logged) == 1 and logged[0].endswith("fastest run): b")
 
 
 def test_the_cap_stops_the_repeats_and_names_what_did_not_settle():
@@ -105,9 +105,10 @@ def test_without_extra_repeats_the_unsettled_are_still_named():
   assert (done, left) == (2, ["a"])
 
 
-def _bench_writing_files(tmp_path, values):
-  """A Bench whose training run writes two workers' traces and a plan that
-  name its step time, and returns the next of `values`."""
+def _training_writing_files(values, workers=2):
+  """A training run (`train_once`) that writes each worker's trace (named
+  as train.py names them) and a plan that name its step time, and returns
+  the next of `values`."""
   steps = iter(values)
 
   def train_once(scheduler, unroll, **kwargs):
@@ -115,15 +116,23 @@ def _bench_writing_files(tmp_path, values):
     timeline = next(a for a in kwargs["extra_args"]
                     if a.startswith("--timeline="))[len("--timeline="):]
     value = next(steps)
-    for worker in (0, 1):
-      with open(f"{timeline[:-len('.json')]}.worker-{worker}.json",
-                "w") as f:
+    paths = ([timeline] if workers == 1 else
+             [f"{timeline[:-len('.json')]}.worker-{w}.json"
+              for w in range(workers)])
+    for path in paths:
+      with open(path, "w") as f:
         json.dump({"step_s": value}, f)
     return {"median_step_s": value, "plan": None, "final_loss": 0.0,
             "plan_json": json.dumps({"step_s": value})}
 
-  return runner.Bench(train_once, model="m", batch_size=2, steps=4,
-                      warmup_steps=1, num_workers=2, link=None, timeout_s=1,
+  return train_once
+
+
+def _bench_writing_files(tmp_path, values, workers=2):
+  """A Bench of `_training_writing_files`."""
+  return runner.Bench(_training_writing_files(values, workers), model="m", batch_size=2, steps=4,
+                      warmup_steps=1, num_workers=workers, link=None,
+                      timeout_s=1,
                       out_dir=str(tmp_path), train_script="train.py",
                       log=lambda m: None)
 
@@ -155,3 +164,82 @@ def test_each_row_keeps_the_files_of_its_run_nearest_the_median(tmp_path):
   assert _read(traces / "tf_packed_k1.worker-0.json") == {"step_s": 0.125}
   assert _read(tmp_path / "plans" / "tf_packed@1.json") == {"step_s": 0.125}
   assert _read(tmp_path / "plans" / "pace@2.json") == {"step_s": 0.5}
+
+
+def test_of_two_middle_runs_the_earlier_is_kept_whatever_the_rounding(
+    tmp_path):
+  # (0.1 + 0.3) / 2 is not exactly 0.2, and by distance to it rounding
+  # picks the later run.
+  for values, kept in (([0.1, 0.3], 0), ([0.3, 0.1], 0),
+                       ([0.7, 0.5, 0.1, 0.3], 1)):
+    out = tmp_path / str(len(values)) / str(values[0])
+    out.mkdir(parents=True)
+    bench = _bench_writing_files(out, values)
+    for _ in values:
+      bench.run(runner.Setting("ddp@1", "ddp", 1), tag="repeat 1/2: ")
+    assert bench.keep_median_runs(["ddp@1"]) == {"ddp@1": kept}
+    assert _read(out / "traces" / "ddp_k1.worker-0.json") == {
+        "step_s": values[kept]}
+
+
+def test_files_an_earlier_failed_bench_left_are_not_taken(tmp_path):
+  # A failed bench left run 0's trace of another row, and a plan.
+  stale = tmp_path / "traces" / runner.RUN_TRACES / "0"
+  stale.mkdir(parents=True)
+  (stale / "horovod_k1.worker-0.json").write_text("{}")
+  (stale / runner.RUN_PLAN).write_text("{}")
+  bench = _bench_writing_files(tmp_path, [0.25])
+  bench.run(runner.Setting("ddp@1", "ddp", 1), tag="repeat 1/1: ")
+  assert bench.keep_median_runs(["ddp@1"]) == {"ddp@1": 0}
+  assert sorted(os.listdir(tmp_path / "traces")) == [
+      "ddp_k1.worker-0.json", "ddp_k1.worker-1.json"]
+  assert _read(tmp_path / "plans" / "ddp@1.json") == {"step_s": 0.25}
+
+
+def test_one_workers_trace_keeps_its_name(tmp_path):
+  bench = _bench_writing_files(tmp_path, [0.25], workers=1)
+  bench.run(runner.Setting("ddp@1", "ddp", 1), tag="repeat 1/1: ")
+  bench.keep_median_runs(["ddp@1"])
+  assert os.listdir(tmp_path / "traces") == ["ddp_k1.json"]
+
+
+def test_the_bench_repeats_until_settled_and_says_so(tmp_path, monkeypatch):
+  # The references are constant; tf_default@1 runs 100, 200, then 100 ms:
+  # settled after a third repeat.
+  monkeypatch.setattr(runner.Bench, "_compute_alone",
+                      lambda self: (0.05, {}))
+  monkeypatch.setattr(runner.Bench, "_comm_alone", lambda self: (0.04, {}))
+  monkeypatch.setattr(runner, "speed_reading", lambda *a, **k: 0.7)
+  # Its drawing needs real Chrome traces, which these runs do not write.
+  monkeypatch.setattr(runner.timeline, "plot_directory", lambda *a, **k: "")
+  logged = []
+  results = runner.run(
+      _training_writing_files([0.1, 0.2, 0.1, 0.1]), model="m",
+      num_workers=2, bandwidth=None, steps=4, warmup_steps=1,
+      schedulers=["tf_default"], repeats=2, max_repeats=4,
+      out_dir=str(tmp_path), unroll=1, batch_size=2, command="bench",
+      train_script="train.py", log=logged.append)
+  assert results["schedulers"]["tf_default@1"]["step_s"] == [0.1, 0.2, 0.1]
+  details = _read(tmp_path / "details.json")
+  assert {k: details[k] for k in ("repeats", "min_repeats", "max_repeats",
+                                  "settle_tolerance", "unsettled",
+                                  "trace_runs")} == {
+      "repeats": 3, "min_repeats": 2, "max_repeats": 4,
+      "settle_tolerance": runner.SETTLE_TOLERANCE, "unsettled": [],
+      "trace_runs": {"tf_default@1": 0}}
+  assert details["runs"][-1]["tag"] == "repeat 3 (2 to 4, until settled):"
+  assert any(m.endswith("fastest run): tf_default@1") for m in logged)
+  assert ("median over 3 interleaved run(s) (at least 2, then repeated "
+          "until") in (tmp_path / "results.md").read_text()
+  assert sorted(os.listdir(tmp_path / "traces")) == [
+      "tf_default_k1.worker-0.json", "tf_default_k1.worker-1.json"]
+
+
+def test_extra_repeats_need_two_repeats_at_least(tmp_path):
+  for repeats, max_repeats in ((1, 3), (3, 2)):
+    with pytest.raises(ValueError, match="max_repeats must be at least"):
+      runner.run(_training_writing_files([]), model="m", num_workers=2,
+                 bandwidth=None, steps=4, warmup_steps=1,
+                 schedulers=["tf_default"], repeats=repeats,
+                 max_repeats=max_repeats, out_dir=str(tmp_path), unroll=1,
+                 batch_size=2, command="bench", train_script="train.py")

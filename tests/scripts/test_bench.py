@@ -39,12 +39,19 @@ def test_profiling_must_fit_in_the_untimed_steps(tmp_path):
   assert "--pace_profile_steps" in result.stderr
 
 
-def test_max_repeats_below_repeats_is_rejected(tmp_path):
+def test_bad_repeat_settings_are_rejected(tmp_path):
   result = _bench(["--repeats=3", "--max_repeats=2", f"--out={tmp_path}"],
                   timeout=60)
   assert result.returncode != 0
   assert "--max_repeats (2) must be 0 or at least --repeats (3)" in (
       result.stderr)
+  one = _bench(["--repeats=1", "--max_repeats=3", f"--out={tmp_path}"],
+               timeout=60)
+  assert one.returncode != 0 and "one run is always settled" in one.stderr
+  zero = _bench(["--repeats=2", "--max_repeats=3", "--settle_tolerance=0",
+                 f"--out={tmp_path}"], timeout=60)
+  assert zero.returncode != 0
+  assert "--settle_tolerance must be positive" in zero.stderr
 
 
 @pytest.mark.slow

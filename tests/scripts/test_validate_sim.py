@@ -606,6 +606,40 @@ def test_traces_of_disturbed_runs_calibrate_nothing(tmp_path):
   assert ddp["block_overhead_s"] == pytest.approx(0.005)
 
 
+def test_traces_of_median_runs_are_disturbed_only_beyond_the_median(
+    tmp_path):
+  # ddp@1's repeats: 80, 100 and 100 ms, and its trace's blocks 100 ms.
+  # Of its last run, a trace like it is 25% above the fastest: disturbed.
+  # Of its median run (details.json's trace_runs), it is the median run.
+  validate_sim = scripts.load_script("validate_sim")
+  ms = 1000.0
+  for median_traces in (False, True):
+    path = tmp_path / str(median_traces)
+    path.mkdir()
+    _write_vgg_rows(path, {
+        "horovod@1": dict(_row(0.10), step_s=[0.1, 0.1, 0.1]),
+        "ddp@1": dict(_row(0.10), step_s=[0.08, 0.1, 0.1])}, "200mbit")
+    if median_traces:
+      details = json.loads((path / "details.json").read_text())
+      details["trace_runs"] = {"horovod@1": 0, "ddp@1": 2}
+      (path / "details.json").write_text(json.dumps(details))
+    for name in ("horovod_k1", "ddp_k1"):
+      trace = bench_records.trace(
+          [bench_records.block(0, 0, 1000 * ms),
+           bench_records.block(1, 1000 * ms, 100 * ms)],
+          [bench_records.collective(3, 0, 2 << 20, 1050 * ms, 1050 * ms,
+                                    45 * ms)])
+      (path / "traces" / f"{name}.worker-0.json").write_text(
+          json.dumps(trace))
+    report = validate_sim.validate(str(path), cpu_cost="none")
+    assert report["inputs"]["disturbed_traces"] == (
+        [] if median_traces else ["ddp_k1.worker-0.json"])
+    assert report["inputs"].get("traces_of_median_runs") == (
+        True if median_traces else None)
+    assert ("they are of its median run" in
+            validate_sim.format_table(report)) == median_traces
+
+
 def test_small_collective_figures_fall_back_to_disturbed_traces(tmp_path):
   # ddp@1's traced run was disturbed (25% slower than its fastest repeat)
   # and is the only trace with small collectives: horovod@1 takes the

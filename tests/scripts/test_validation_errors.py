@@ -186,6 +186,19 @@ def test_time_correlation_follows_the_runs_in_their_order(tmp_path):
   assert "runs apart:     2     4" in text
   assert "pooled:     -1.00 +1.00 over 10 runs in 1 directory" in text
   assert "  slow_pairs: -1.00 +1.00" in text.splitlines()
+  # A second directory whose runs alternate run by run (0 d 0 d 0 d with
+  # one setting): 2 runs apart +1, 4 runs apart +1. Pooled, each
+  # directory's pairs stay its own: no pair spans the two.
+  alternating = _benchmark(tmp_path, "alternating", {})
+  _details(alternating, [{"ddp@1": f * 0.1} for f in (1, 2, 1, 2, 1, 2)])
+  paths.append(_full_report(tmp_path / "alternating.json", alternating, {}))
+  both = validation_errors.time_correlation(paths, lags=(2, 4))
+  assert both["runs"] == 16
+  assert both["directories"]["alternating"] == {2: pytest.approx(1.0),
+                                                4: pytest.approx(1.0)}
+  # slow_pairs' 8 pairs at 2 runs apart are -1, alternating's 4 are +1.
+  assert -1.0 < both["pooled"][2] < 0.0
+  assert both["pooled"][4] == pytest.approx(1.0)
 
 
 def test_cli_prints_the_repeat_correlation(tmp_path):

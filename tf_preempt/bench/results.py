@@ -171,12 +171,13 @@ def targets(results: Mapping[str, Any], pace: str) -> Iterable[Dict[str, Any]]:
 def _settling(details: Mapping[str, Any]) -> str:
   """How the repeats were chosen, where the bench repeated until settled."""
   low, high = details.get("min_repeats"), details.get("max_repeats")
-  if low is None or high is None or high <= low:
+  tolerance = details.get("settle_tolerance")
+  if low is None or high is None or tolerance is None or high <= low:
     return ""
   left = details.get("unsettled") or []
-  return (f" (at least {low}, then repeated until every row's and "
-          f"reference's median was within "
-          f"{details['settle_tolerance']:.0%} of its fastest run, up to "
+  return (f" (at least {low}, then repeated until every row's, reference's "
+          f"and speed reading's median was within "
+          f"{tolerance:.0%} of its fastest run, up to "
           f"{high}; " + (f"not settled at the cap: {', '.join(left)})"
                          if left else "all settled)"))
 

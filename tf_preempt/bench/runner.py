@@ -50,7 +50,7 @@ RUN_TRACES = "runs"
 # A run's plan (Plan.to_json), in its directory under RUN_TRACES.
 RUN_PLAN = "plan.json"
 # A setting has settled when the median of its runs is at most this far
-# above its fastest run: more than half of its runs then lie near the
+# above its fastest run: at least half of its runs then lie near the
 # undisturbed time (a disturbance on this shared machine only slows a run).
 SETTLE_TOLERANCE = 0.05
 
@@ -203,6 +203,9 @@ class Bench:
     self.out_dir = out_dir
     self.trace_dir = os.path.join(out_dir, "traces")
     os.makedirs(self.trace_dir, exist_ok=True)
+    # An earlier bench into this directory that failed left its runs' files:
+    # none of them may pass for one of this bench's.
+    shutil.rmtree(os.path.join(self.trace_dir, RUN_TRACES), ignore_errors=True)
     self.train_script = train_script
     # Every process of the benchmark runs in this heap mode (the training
     # rows, compute alone, communication alone), so that the references see
@@ -229,7 +232,7 @@ class Bench:
     else:
       # Every run's own traces: the row's kept ones are chosen at the end.
       run_dir = os.path.join(self.trace_dir, RUN_TRACES, str(len(self.runs)))
-      os.makedirs(run_dir, exist_ok=True)
+      os.makedirs(run_dir)
       trace = os.path.join(run_dir, timeline.trace_file(setting.name))
       r = self.train_once(
           setting.scheduler, setting.unroll, model=self.model,
@@ -254,11 +257,11 @@ class Bench:
     return value
 
   def keep_median_runs(self, names: Sequence[str]) -> Dict[str, int]:
-    """Keeps, for each row, the traces and plan of its repeat run nearest
-    its median.
+    """Keeps each row's traces and plan of its median repeat run.
 
     The traces then show a run like the one the row's median stands for,
     not whichever ran last (which the machine's noise may have slowed).
+    Of an even number of runs, the earlier of the two middle ones.
     They go to the traces directory under their usual names, and the
     run's plan to plans/NAME@K.json (a plan from the sizes is the same in
     every run; a re-planned one can differ, and the row's details keep
@@ -268,8 +271,7 @@ class Bench:
       names: the rows ("NAME@K").
 
     Returns:
-      {row: the index in `runs` of the run whose traces were kept}; of two
-      runs equally near the median, the earlier.
+      {row: the index in `runs` of the run whose files were kept}.
     """
     kept = {}
     for name in names:
@@ -277,8 +279,11 @@ class Bench:
               if r["name"] == name and r["tag"].startswith("repeat")]
       if not runs:
         continue
-      middle = statistics.median(v for _, v in runs)
-      index = min(runs, key=lambda run: (abs(run[1] - middle), run[0]))[0]
+      # By rank, not by distance to the median: of two middle runs, both
+      # are equally far from their mean, and rounding would pick one.
+      values = sorted(v for _, v in runs)
+      middle = {values[(len(values) - 1) // 2], values[len(values) // 2]}
+      index = min(i for i, v in runs if v in middle)
       source = os.path.join(self.trace_dir, RUN_TRACES, str(index))
       for f in sorted(os.listdir(source)):
         if f == RUN_PLAN:
@@ -414,7 +419,10 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
         log=print) -> Dict[str, Any]:
   """The whole benchmark; writes results.json, results.md, timeline.png.
 
-  The other arguments are scripts/bench.py's flags of the same names.
+  The other arguments are scripts/bench.py's flags (`num_workers` is
+  --workers, `out_dir` --out, `heap_mode` --heap), the training run
+  (`train_once`, `train_script`), the command line for results.json and
+  where to print.
 
   Args:
     repeats: the repeats always run.
@@ -427,23 +435,27 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
     The results.json dict.
 
   Raises:
-    ValueError: if `max_repeats` is below `repeats`.
+    ValueError: if `max_repeats` is below `repeats`, or above a `repeats`
+      of 1 (one run is always settled).
   """
   max_repeats = repeats if max_repeats is None else max_repeats
-  if max_repeats < repeats:
-    raise ValueError(f"max_repeats {max_repeats} is below repeats {repeats}")
+  until_settled = max_repeats > repeats
+  if max_repeats < repeats or (until_settled and repeats < 2):
+    raise ValueError(f"max_repeats {max_repeats} with repeats {repeats}: "
+                     "max_repeats must be at least repeats, and above it "
+                     "only with 2 or more repeats")
   start = time.perf_counter()
-  until_settled = (f" (up to {max_repeats} until settled)"
-                   if max_repeats > repeats else "")
   link = link_of(bandwidth)
   bench = Bench(train_once, model=model, batch_size=batch_size, steps=steps,
                 warmup_steps=warmup_steps, num_workers=num_workers,
                 link=link, timeout_s=timeout_s, out_dir=out_dir,
                 train_script=train_script, heap_mode=heap_mode, log=log)
+  settling = (f", then up to {max_repeats} until settled" if until_settled
+              else "")
   log(f"bench: {model}, global batch {batch_size}, {num_workers} workers, "
       f"{bandwidth or 'loopback'}, {steps} steps per run "
-      f"({warmup_steps} not timed), {repeats} repeat(s)"
-      f"{until_settled}, K={unroll}")
+      f"({warmup_steps} not timed), {repeats} repeat(s){settling}, "
+      f"K={unroll}")
   prepass = {}
   pack = credit = None
   if "tf_packed" in schedulers:
@@ -455,10 +467,11 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
   rows = settings_of(schedulers, unroll, pack, credit, pace_profile_steps,
                      pace_sparse_as_dense)
   order = rows + [Setting(COMPUTE), Setting(COMM), Setting(SPEED)]
-  # Only these runs are the rows' and references' (not the pre-pass's).
   by_name, done, left = repeat_until_settled(
-      lambda s, repeat: bench.run(
-          s, tag=f"repeat {repeat + 1}/{repeats}{until_settled}: "),
+      lambda s, repeat: bench.run(s, tag=(
+          f"repeat {repeat + 1} ({repeats} to {max_repeats}, until "
+          "settled): " if until_settled else
+          f"repeat {repeat + 1}/{repeats}: ")),
       order, repeats, max_repeats, settle_tolerance, log)
   trace_runs = bench.keep_median_runs([s.name for s in rows])
   compute_s = statistics.median(by_name.pop(COMPUTE))
