@@ -17,6 +17,13 @@ def _report(path, errors):
   return str(path)
 
 
+def _cli(*args, check=True):
+  """scripts/validation_errors.py with `args`, run from the repository."""
+  return subprocess.run(
+      [sys.executable, scripts.script_path("validation_errors"), *args],
+      capture_output=True, text=True, check=check, cwd=scripts.REPO)
+
+
 def test_errors_per_row_over_the_reports(tmp_path):
   paths = [_report(tmp_path / "a.json", {"pace@2": -0.10, "ddp@1": 0.02}),
            _report(tmp_path / "b.json", {"pace@2": -0.04, "ddp@1": None}),
@@ -31,16 +38,10 @@ def test_errors_per_row_over_the_reports(tmp_path):
 def test_cli_reads_a_glob_and_refuses_none(tmp_path):
   _report(tmp_path / "x-2gbit.json", {"pace@2": -0.05})
   _report(tmp_path / "x-200mbit.json", {"pace@2": 0.5})
-  out = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"),
-       str(tmp_path / "*-2gbit.json")], capture_output=True, text=True,
-      check=True, cwd=scripts.REPO).stdout
+  out = _cli(str(tmp_path / "*-2gbit.json")).stdout
   assert out.splitlines()[0] == "1 reports"
   assert "pace@2: 1, 1, -5.0%" in out
-  done = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"),
-       str(tmp_path / "none-*.json")], capture_output=True, text=True,
-      cwd=scripts.REPO)
+  done = _cli(str(tmp_path / "none-*.json"), check=False)
   assert done.returncode == 2 and "no report matches" in done.stderr
 
 
@@ -101,10 +102,7 @@ def test_misses_need_the_benchmark_directory(tmp_path):
 def test_cli_lists_the_misses(tmp_path):
   results_dir = _benchmark(tmp_path, "run", {"ddp@1": [0.020, 0.030]})
   _full_report(tmp_path / "run.json", results_dir, {"ddp@1": (0.021, 0.025)})
-  out = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"), "--misses",
-       str(tmp_path / "*.json")], capture_output=True, text=True,
-      check=True, cwd=scripts.REPO).stdout
+  out = _cli("--misses", str(tmp_path / "*.json")).stdout
   assert "run.json ddp@1: -16.0%, 20.0, 30.0 (50%), +5.0%" in out
   assert out.splitlines()[-1].startswith("1 rows miss; 1 have repeats")
 
@@ -201,28 +199,16 @@ def test_time_correlation_follows_the_runs_in_their_order(tmp_path):
   assert both["pooled"][4] == pytest.approx(1.0)
 
 
-def test_cli_prints_the_repeat_correlation(tmp_path):
+def test_cli_prints_the_correlations(tmp_path):
   results_dir = _benchmark(tmp_path, "run", {})
   _details(results_dir, [{"compute alone": c, "communication alone": c,
                           "ddp@1": 2 * c} for c in (0.01, 0.02, 0.03)])
   _full_report(tmp_path / "run.json", results_dir, {})
-  out = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"),
-       "--repeat_correlation", str(tmp_path / "*.json")],
-      capture_output=True, text=True, check=True, cwd=scripts.REPO).stdout
+  reports = str(tmp_path / "*.json")
+  out = _cli("--repeat_correlation", reports).stdout
   assert "compute alone: pooled +1.00 over 3 row runs in 1 directory" in out
-  both = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"),
-       "--repeat_correlation", "--misses", str(tmp_path / "*.json")],
-      capture_output=True, text=True, cwd=scripts.REPO)
-  assert both.returncode != 0 and "mutually exclusive" in both.stderr
-  lags = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"),
-       "--time_correlation", str(tmp_path / "*.json")],
-      capture_output=True, text=True, check=True, cwd=scripts.REPO).stdout
-  assert "over 9 runs in 1 directory" in lags
-  timed = subprocess.run(
-      [sys.executable, scripts.script_path("validation_errors"),
-       "--time_correlation", "--misses", str(tmp_path / "*.json")],
-      capture_output=True, text=True, cwd=scripts.REPO)
-  assert timed.returncode != 0 and "mutually exclusive" in timed.stderr
+  out = _cli("--time_correlation", reports).stdout
+  assert "over 9 runs in 1 directory" in out
+  for flag in ("--repeat_correlation", "--time_correlation"):
+    both = _cli(flag, "--misses", reports, check=False)
+    assert both.returncode != 0 and "mutually exclusive" in both.stderr
