@@ -765,9 +765,11 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   stand_in_plans = False
   blocks_of = {name: trace_calibration.trace_blocks(trace)
                for name, trace in traces.items()}
+  # bench.py kept each row's median run's traces (else its last run's).
+  median_traces = "trace_runs" in details
   traced = _traced_rows(results, settings, plans_dir, base_dag, cost,
                         setup["workers"], blocks_of,
-                        traces_of_median_runs="trace_runs" in details)
+                        traces_of_median_runs=median_traces)
   # The rows that reduce the whole dense gradient in one collective after
   # the backward pass (as stock TensorFlow's one pack): what their first
   # collective took from the last worker's arrival, past the warm-up.
@@ -987,7 +989,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                  # Only where it holds, so that the earlier reports stay as
                  # they were.
                  **({"traces_of_median_runs": True}
-                    if "trace_runs" in details else {}),
+                    if median_traces else {}),
                  "compute": compute_source, "compute_scale": scale,
                  "cost_model": cost.to_dict(), "cost_source": cost_source,
                  "cpu_cost": None if cpu is None else cpu.to_dict(),

@@ -234,6 +234,21 @@ def _repeat_deviations(details: Dict[str, Any], reference: str
   return pairs
 
 
+def _benchmark_details(paths: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+  """{benchmark directory name: its details.json} of the reports' benchmark
+  directories (each once, in name order; those without one left out).
+
+  Raises:
+    ValueError: if a report names no benchmark directory.
+  """
+  out = {}
+  for results_dir in sorted({_results_dir(p, _load(p)) for p in paths}):
+    path = os.path.join(results_dir, "details.json")
+    if os.path.isfile(path):
+      out[os.path.basename(os.path.normpath(results_dir))] = _load(path)
+  return out
+
+
 def repeat_correlation(paths: Sequence[str]) -> Dict[str, Any]:
   """How a repeat's row runs follow that repeat's references.
 
@@ -250,18 +265,14 @@ def repeat_correlation(paths: Sequence[str]) -> Dict[str, Any]:
   Raises:
     ValueError: if a report names no benchmark directory.
   """
-  dirs = sorted({_results_dir(p, _load(p)) for p in paths})
+  details_of = _benchmark_details(paths)
   out = {}
   for reference in REFERENCES:
     pooled, per_dir = [], {}
-    for results_dir in dirs:
-      path = os.path.join(results_dir, "details.json")
-      if not os.path.isfile(path):
-        continue
-      pairs = _repeat_deviations(_load(path), reference)
+    for name, details in details_of.items():
+      pairs = _repeat_deviations(details, reference)
       if pairs:
-        per_dir[os.path.basename(os.path.normpath(results_dir))] = (
-            _correlation(pairs))
+        per_dir[name] = _correlation(pairs)
         pooled.extend(pairs)
     out[reference] = {"pooled": _correlation(pooled), "runs": len(pooled),
                       "directories": per_dir}
@@ -301,15 +312,13 @@ def time_correlation(paths: Sequence[str],
   """
   pooled: Dict[int, List[Tuple[float, float]]] = {lag: [] for lag in lags}
   per_dir, runs = {}, 0
-  for results_dir in sorted({_results_dir(p, _load(p)) for p in paths}):
-    path = os.path.join(results_dir, "details.json")
-    deviations = _run_deviations(_load(path)) if os.path.isfile(path) else []
+  for name, details in _benchmark_details(paths).items():
+    deviations = _run_deviations(details)
     if not deviations:
       continue
     runs += len(deviations)
     pairs = {lag: list(zip(deviations, deviations[lag:])) for lag in lags}
-    per_dir[os.path.basename(os.path.normpath(results_dir))] = {
-        lag: _correlation(pairs[lag]) for lag in lags}
+    per_dir[name] = {lag: _correlation(pairs[lag]) for lag in lags}
     for lag in lags:
       pooled[lag].extend(pairs[lag])
   return {"lags": list(lags), "runs": runs,
