@@ -35,12 +35,26 @@ repeats (rows and references) in the order they ran, as its log deviation
 from its setting's median, correlated with the run `lag` runs later. A
 correlation that fades only over many runs is a machine state that lasts
 that long; near 0 at lag 1, every run is on its own.
+
+With --repeats_needed it asks how many repeats a directory's measurement
+needs for its medians to meet the target of its prediction: per report
+whose benchmark ran `MIN_SUBSAMPLE_REPEATS` or more repeats, for each k
+up to that number, draws of k of its repeats (whole repeats: every row's
+run of the same repeat, as they ran together), each row's median over
+the draw against the report's prediction. It prints the share of draws
+in which every row is within the target and the median of the draws'
+largest error. The prediction is held fixed (its inputs came from all
+the repeats), so this is the measured side's noise alone; and draws of
+nearly all N repeats overlap, so only k well below N says what a fresh
+run of k repeats would give.
 """
 
 import glob
+import itertools
 import json
 import math
 import os
+import random
 import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -59,6 +73,10 @@ _TIME_CORRELATION = flags.DEFINE_bool(
     "time_correlation", False, "Correlate each run's deviation with the "
     "runs that followed it (details.json, in run order) instead of the "
     "per-row summary.")
+_REPEATS_NEEDED = flags.DEFINE_bool(
+    "repeats_needed", False, "For draws of k of each directory's repeats, "
+    "how often every row's median meets the prediction's target, instead "
+    "of the per-row summary.")
 
 # The references scripts/bench.py runs once per repeat beside the rows.
 REFERENCES = ("compute alone", "communication alone")
@@ -67,6 +85,11 @@ MIN_REPEATS = 3
 # --time_correlation: how many runs apart (a repeat of scripts/bench.py's
 # 13 rows and 3 references is 16 runs).
 LAGS = (1, 2, 4, 8, 16, 32)
+# --repeats_needed: directories with fewer repeats have too few draws.
+MIN_SUBSAMPLE_REPEATS = 5
+# --repeats_needed: at most this many draws per k (all of them if fewer),
+# drawn with a fixed seed so that the figures reproduce.
+DRAWS = 2000
 
 
 # The repository: a report's results_dir is relative to it.
@@ -118,6 +141,29 @@ def _results_dir(path: str, report: Dict[str, Any]) -> str:
   return results_dir
 
 
+def _benchmark_rows(path: str, report: Dict[str, Any]
+                    ) -> Tuple[str, Dict[str, Any]]:
+  """(the benchmark directory of the report at `path`, its results.json's
+  rows)."""
+  results_dir = _results_dir(path, report)
+  return results_dir, _load(os.path.join(results_dir, "results.json"))[
+      "schedulers"]
+
+
+def _repeats(results_dir: str, schedulers: Dict[str, Any], name: str
+             ) -> List[float]:
+  """Row `name`'s repeats (seconds) from results.json's `schedulers`.
+
+  Raises:
+    ValueError: if it has none or one that is not positive.
+  """
+  repeats = (schedulers.get(name) or {}).get("step_s")
+  if not repeats or min(repeats) <= 0:
+    raise ValueError(f"{results_dir}/results.json: row {name!r} has no "
+                     f"positive repeats (step_s: {repeats!r}).")
+  return list(repeats)
+
+
 def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
   """The rows outside their report's target, with their repeats.
 
@@ -145,21 +191,16 @@ def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
   for path in paths:
     report = _load(path)
     target = report.get("target", 0.10)
-    results_dir = _results_dir(path, report)
-    schedulers = _load(os.path.join(results_dir, "results.json"))[
-        "schedulers"]
+    results_dir, schedulers = _benchmark_rows(path, report)
     for name, row in report["rows"].items():
       error = row.get("error")
       if error is None or abs(error) <= target:
         continue
-      repeats = (schedulers.get(name) or {}).get("step_s")
-      if not repeats or min(repeats) <= 0:
-        raise ValueError(f"{results_dir}/results.json: row {name!r} has no "
-                         f"positive repeats (step_s: {repeats!r}).")
+      repeats = _repeats(results_dir, schedulers, name)
       predicted = row["predicted_s"]
       nearest = min(repeats, key=lambda x: abs(predicted - x))
       out.append({"report": path, "row": name, "error": error,
-                  "predicted_s": predicted, "repeats_s": list(repeats),
+                  "predicted_s": predicted, "repeats_s": repeats,
                   "spread": max(repeats) / min(repeats) - 1,
                   "nearest_error": (predicted - nearest) / nearest,
                   "target": target})
@@ -343,6 +384,80 @@ def format_time_correlation(correlation: Dict[str, Any]) -> str:
        for name, by_lag in sorted(correlation["directories"].items())])
 
 
+def _draws(n: int, k: int, draws: int, rng: random.Random
+           ) -> List[Tuple[int, ...]]:
+  """Every k-subset of range(n) if there are at most `draws`, else
+  `draws` random ones."""
+  if math.comb(n, k) <= draws:
+    return list(itertools.combinations(range(n), k))
+  return [tuple(rng.sample(range(n), k)) for _ in range(draws)]
+
+
+def repeats_needed(paths: Sequence[str], draws: int = DRAWS,
+                   seed: int = 0) -> Dict[str, Any]:
+  """How often draws of k repeats put every row within the target.
+
+  Args:
+    paths: `validate_sim.py --json` reports; each names its benchmark
+      directory, whose results.json holds each row's repeats (`step_s`,
+      in repeat order).
+    draws: at most this many draws per k (all subsets if fewer).
+    seed: of the random draws (with the report's file name and k, so
+      that a report's figures do not depend on the others given).
+
+  Returns:
+    {report path: {"repeats": N (the fewest any predicted row ran),
+    "target": the report's, "by_k": {k: {"draws": how many, "met": the
+    share of draws with every row within the target, "median_max": the
+    median over the draws of the largest absolute error}}}} for the
+    reports with `MIN_SUBSAMPLE_REPEATS` or more repeats and a
+    prediction.
+
+  Raises:
+    ValueError: if a report names no benchmark directory, or a predicted
+      row has no positive repeats.
+  """
+  out = {}
+  for path in paths:
+    report = _load(path)
+    results_dir, schedulers = _benchmark_rows(path, report)
+    predicted = {name: row["predicted_s"]
+                 for name, row in report["rows"].items()
+                 if row.get("error") is not None}
+    runs = {name: _repeats(results_dir, schedulers, name)
+            for name in predicted}
+    n = min((len(r) for r in runs.values()), default=0)
+    if n < MIN_SUBSAMPLE_REPEATS:
+      continue
+    target = report.get("target", 0.10)
+    by_k = {}
+    for k in range(1, n + 1):
+      worst = []
+      rng = random.Random(f"{seed}/{os.path.basename(path)}/{k}")
+      for draw in _draws(n, k, draws, rng):
+        worst.append(max(
+            abs(predicted[name] /
+                statistics.median(runs[name][i] for i in draw) - 1)
+            for name in predicted))
+      by_k[k] = {"draws": len(worst),
+                 "met": sum(w <= target for w in worst) / len(worst),
+                 "median_max": statistics.median(worst)}
+    out[path] = {"repeats": n, "target": target, "by_k": by_k}
+  return out
+
+
+def format_repeats_needed(needed: Dict[str, Any]) -> str:
+  """`repeats_needed`'s result as text: per report, one line per k."""
+  lines = ["report (repeats): k: share of draws with every row within "
+           "the target, median largest error"]
+  for path, r in needed.items():
+    lines.append(f"{os.path.basename(path)} ({r['repeats']}):")
+    lines.extend(f"  {k:>2}: {d['met'] * 100:5.1f}%  "
+                 f"{d['median_max'] * 100:5.1f}%  ({d['draws']} draws)"
+                 for k, d in r["by_k"].items())
+  return "\n".join(lines)
+
+
 def _show(r: Optional[float]) -> str:
   return "-" if r is None else f"{r:+.2f}"
 
@@ -373,6 +488,8 @@ def main(argv):
     print(format_correlation(repeat_correlation(paths)))
   elif _TIME_CORRELATION.value:
     print(format_time_correlation(time_correlation(paths)))
+  elif _REPEATS_NEEDED.value:
+    print(format_repeats_needed(repeats_needed(paths)))
   else:
     print(format_errors(row_errors(paths)))
   return 0
@@ -380,8 +497,9 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.register_multi_flags_validator(
-      ["misses", "repeat_correlation", "time_correlation"],
+      ["misses", "repeat_correlation", "time_correlation",
+       "repeats_needed"],
       lambda given: sum(given.values()) <= 1,
-      message="--misses, --repeat_correlation and --time_correlation are "
-      "mutually exclusive")
+      message="--misses, --repeat_correlation, --time_correlation and "
+      "--repeats_needed are mutually exclusive")
   app.run(main)

@@ -212,3 +212,62 @@ def test_cli_prints_the_correlations(tmp_path):
   for flag in ("--repeat_correlation", "--time_correlation"):
     both = _cli(flag, "--misses", reports, check=False)
     assert both.returncode != 0 and "mutually exclusive" in both.stderr
+
+
+def test_repeats_needed_draws_whole_repeats(tmp_path):
+  # pace@2's fifth repeat is twice as slow: a draw that takes it misses
+  # unless the others outvote it. ddp@1 is within the target in any draw.
+  results_dir = _benchmark(tmp_path, "five", {
+      "pace@2": [1.0, 1.0, 1.0, 1.0, 2.0],
+      "ddp@1": [1.0, 1.05, 1.0, 1.0, 1.0],
+      "priority@1": [9.0, 9.0, 9.0, 9.0, 9.0]})
+  five = _full_report(tmp_path / "five.json", results_dir, {
+      "pace@2": (1.0, 1.0), "ddp@1": (1.0, 1.0),
+      "priority@1": (None, 9.0)})  # No prediction: not judged.
+  # Fewer repeats than MIN_SUBSAMPLE_REPEATS: left out.
+  short = _full_report(tmp_path / "short.json", _benchmark(
+      tmp_path, "short", {"pace@2": [1.0, 2.0, 3.0]}),
+                       {"pace@2": (1.0, 2.0)})
+  got = validation_errors.repeats_needed([five, short])
+  assert list(got) == [five]
+  by_k = got[five]["by_k"]
+  assert got[five]["repeats"] == 5 and list(by_k) == [1, 2, 3, 4, 5]
+  # Alone, the slow repeat misses by 50%; in 4 of the 10 pairs it pulls
+  # the median to 1.5 (a third off); from 3 repeats on it is outvoted.
+  assert by_k[1] == {"draws": 5, "met": 0.8, "median_max": 0.0}
+  assert by_k[2]["draws"] == 10 and by_k[2]["met"] == pytest.approx(0.6)
+  # The middle two of the pairs' largest errors: pairs with ddp@1's 1.05
+  # (median 1.025) and not the slow repeat.
+  assert by_k[2]["median_max"] == pytest.approx(1 - 1 / 1.025)
+  assert by_k[3]["met"] == 1.0 and by_k[5]["draws"] == 1
+  text = validation_errors.format_repeats_needed(got)
+  assert "five.json (5):" in text
+  assert "   2:  60.0%    2.4%  (10 draws)" in text.splitlines()
+
+
+def test_repeats_needed_samples_when_there_are_many_draws(tmp_path):
+  results_dir = _benchmark(tmp_path, "six", {"pace@2": [1.0] * 5 + [3.0]})
+  path = _full_report(tmp_path / "six.json", results_dir,
+                      {"pace@2": (1.0, 1.0)})
+  # 6 choose 3 is 20 subsets: with at most 7 draws, 7 are drawn, the
+  # same ones for the same seed.
+  got = validation_errors.repeats_needed([path], draws=7, seed=3)
+  assert got[path]["by_k"][3]["draws"] == 7
+  assert got[path]["by_k"][6]["draws"] == 1
+  assert got == validation_errors.repeats_needed([path], draws=7, seed=3)
+  # A k-subset holds the slow repeat at most once: a median of 3 is
+  # always 1.0, a single draw misses when it is the slow one.
+  assert got[path]["by_k"][3]["met"] == 1.0
+  assert got[path]["by_k"][1]["met"] == pytest.approx(5 / 6)
+
+
+def test_cli_prints_the_repeats_needed(tmp_path):
+  results_dir = _benchmark(tmp_path, "run", {"ddp@1": [1.0, 1.2, 1.0, 1.0,
+                                                       1.0]})
+  _full_report(tmp_path / "run.json", results_dir, {"ddp@1": (1.2, 1.0)})
+  reports = str(tmp_path / "*.json")
+  out = _cli("--repeats_needed", reports).stdout
+  # Predicted 20% high: only the draw of the slow repeat alone meets it.
+  assert "   1:  20.0%   20.0%  (5 draws)" in out.splitlines()
+  both = _cli("--repeats_needed", "--misses", reports, check=False)
+  assert both.returncode != 0 and "mutually exclusive" in both.stderr
