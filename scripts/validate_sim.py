@@ -160,7 +160,7 @@ import math
 import os
 import statistics
 import sys
-from typing import Any, Dict, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -594,6 +594,810 @@ def _fitted_overhead(dag, cost, model, calib: Dict[str, Any],
           statistics.median(model_tails))
 
 
+class _RowSettings(NamedTuple):
+  """The settings of `validate` that each row reads, parsed.
+
+  Attributes:
+    comm_cpu_share: --comm_cpu_share, or None to fit it to the traces.
+    bytes_cpu_share: --bytes_cpu_share, or None to fit it to the traces.
+    block_overhead_ms: --block_overhead_ms, or None to fit it.
+    block_startup_ms: --block_startup_ms, or None to fit it.
+    forward_share: a number given as --forward_share, else None.
+    forward_from_flops: --forward_share=flops.
+    reference: "median" or "fastest".
+    latency_behind_bytes: see `ExecutionModel.latency_behind_bytes`.
+    lone_tolerance: see `validate`.
+  """
+  comm_cpu_share: Optional[float]
+  bytes_cpu_share: Optional[float]
+  block_overhead_ms: Optional[float]
+  block_startup_ms: Optional[float]
+  forward_share: Optional[float]
+  forward_from_flops: bool
+  reference: str
+  latency_behind_bytes: bool
+  lone_tolerance: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _DirectoryInputs:
+  """What every row's prediction takes from the results directory.
+
+  Attributes:
+    results_dir: the directory.
+    results: its results.json, with the fastest compute_s and comm_s under
+      --reference=fastest.
+    setup: `results_files.benchmark_setup`.
+    row_settings: details.json's settings of each row (its bench.py args).
+    plans_dir: where the rows' recorded plans are.
+    base_dag: the training DAG, its per-op times scaled to the measured
+      compute (without a profile.json).
+    has_profile: whether profile.json gave the per-op times.
+    compute_source: where the per-op times came from.
+    compute_scale: the factor they were scaled by (1 with a profile).
+    sparse: whether the DAG has sparse gradients.
+    total_bytes: the bytes of all the DAG's gradients.
+    cost: the cost of a collective alone (`CostModel`).
+    cost_source: where it came from.
+    cpu: its CPU cost (`CostModel`), or None.
+    cpu_source: where that came from.
+    link_burst: the link's token bucket in seconds of traffic (0: none).
+    penalty: the arrival-order points (`probe_inputs.arrival_points`).
+    penalty_source: where they came from, or why there are none.
+    warmup: bench.py's warm-up steps.
+    lags: `probe_inputs.start_lags` of the traces.
+    late: `probe_inputs.late_counts` of `lags` ({} without `penalty`).
+    blocks_of: each trace's blocks (`trace_calibration.trace_blocks`).
+    median_traces: whether the traces are of each row's median run.
+    traced: the directory's `_TracedRows`.
+    lone_in_situ: what the first collective took in the traces of the
+      rows that release the whole dense gradient alone (`_lone_in_situ`).
+    compute_total: the DAG's forward plus backward seconds.
+    flops_share: the DAG's forward share of them.
+    early_share: the share of the compute that reads no weight.
+    early_source: where it came from.
+    early: that share of `compute_total`, in seconds.
+    missing: what the benchmark should have recorded, so far.
+  """
+  results_dir: str
+  results: Dict[str, Any]
+  setup: Dict[str, Any]
+  row_settings: Dict[str, Any]
+  plans_dir: str
+  base_dag: Any
+  has_profile: bool
+  compute_source: str
+  compute_scale: float
+  sparse: bool
+  total_bytes: int
+  cost: Any
+  cost_source: str
+  cpu: Any
+  cpu_source: str
+  link_burst: float
+  penalty: Sequence[Tuple[float, ...]]
+  penalty_source: str
+  warmup: int
+  lags: Dict[str, Any]
+  late: Dict[str, Any]
+  blocks_of: Dict[str, Any]
+  median_traces: bool
+  traced: _TracedRows
+  lone_in_situ: Dict[str, float]
+  compute_total: float
+  flops_share: float
+  early_share: float
+  early_source: str
+  early: float
+  missing: Tuple[str, ...]
+
+
+class _RowFit(NamedTuple):
+  """A row's figures from the other rows' traces (`_row_fit`).
+
+  Attributes:
+    calib: `trace_calibration.calibrate` of the other rows' traces.
+    heads: (K, first-ready fraction, median block head) of each of them.
+    forward_share: the forward share, fitted or fixed.
+    startups: the block start-up per K, fitted.
+    startup: the row's block start-up, fitted or given.
+    dag: the row's training DAG, of that forward share.
+  """
+  calib: Dict[str, Any]
+  heads: List[Tuple[int, float, float]]
+  forward_share: float
+  startups: Dict[int, float]
+  startup: float
+  dag: Any
+
+
+class _Lateness(NamedTuple):
+  """How late task 0 starts the blocks of rows like one row (`_lateness`).
+
+  Attributes:
+    lag: the expected start lag of task 0 (seconds), or None.
+    weight: the share of blocks task 0 started late, or None.
+    lone_rows: {trace of `_DirectoryInputs.lone_in_situ` of another row:
+      its own share of late blocks, or None}.
+  """
+  lag: Optional[float]
+  weight: Optional[float]
+  lone_rows: Dict[str, Optional[float]]
+
+
+class _ScaledModel(NamedTuple):
+  """A row's model with the inputs measured alone at one scale.
+
+  Attributes:
+    model: the `ExecutionModel`, without the block start-up and overhead.
+    cost: the row's cost of a collective.
+    cpu: its CPU cost, or None.
+    comm_cpu_share: the core's share of a collective's fixed CPU work
+      while compute runs, or None.
+    points: the arrival-order points at this scale.
+    penalty: the row's arrival-order penalty (`_penalty`).
+    overlap_samples: the samples the bytes' share was fitted to.
+  """
+  model: Any
+  cost: Any
+  cpu: Any
+  comm_cpu_share: Optional[float]
+  points: Sequence[Tuple[float, ...]]
+  penalty: Tuple[Tuple[float, float], ...]
+  overlap_samples: List[Any]
+
+
+class _LoneFit(NamedTuple):
+  """The row's model at the scale `_lone_fit` settled on.
+
+  Attributes:
+    row: the model and what it was built from.
+    scale: the scale of the inputs measured alone.
+    ratio: the in-situ over modelled ratio at it (`_lone_ratio`), or None.
+    ratios: {trace: its ratio} at the first scale that gave any.
+  """
+  row: _ScaledModel
+  scale: float
+  ratio: Optional[float]
+  ratios: Dict[str, float]
+
+
+class _Overhead(NamedTuple):
+  """The row's block overhead (`_block_overhead`).
+
+  Attributes:
+    model: the row's final `ExecutionModel`.
+    overhead: the overhead before it is floored at 0, or None.
+    per_tensor: the seconds per queued tensor update, or None.
+    sparse_tail: the median tail modelled after the last collective.
+  """
+  model: Any
+  overhead: Optional[float]
+  per_tensor: Optional[float]
+  sparse_tail: Optional[float]
+
+
+def _read_results(results_dir: str) -> Dict[str, Any]:
+  """RESULTS_DIR/results.json of a scripts/bench.py run.
+
+  Raises:
+    ValueError: if it is missing or has no scheduler rows.
+  """
+  results = results_files.read_json(os.path.join(results_dir, "results.json"))
+  if results is None:
+    raise ValueError(f"{results_dir} has no results.json")
+  if "schedulers" not in results:
+    raise ValueError(f"{results_dir}/results.json has no scheduler rows: "
+                     "not a scripts/bench.py results directory")
+  return results
+
+
+def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
+                  block_overhead_ms: str, block_startup_ms: str,
+                  forward_share: str, reference: str,
+                  latency_behind_bytes: bool,
+                  lone_tolerance: float) -> _RowSettings:
+  """`validate`'s per-row settings, their numbers parsed.
+
+  Raises:
+    ValueError: on a number that does not parse or is out of range.
+  """
+  share_given = _setting(comm_cpu_share, "comm_cpu_share")
+  bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
+  if bytes_given is not None and not 0 < bytes_given <= 1:
+    raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
+                     "number in (0, 1]")
+  return _RowSettings(
+      comm_cpu_share=share_given, bytes_cpu_share=bytes_given,
+      block_overhead_ms=_setting(block_overhead_ms, "block_overhead_ms"),
+      block_startup_ms=_setting(block_startup_ms, "block_startup_ms"),
+      forward_share=(None if forward_share in ("traces", "flops") else
+                     _setting(forward_share, "forward_share")),
+      forward_from_flops=forward_share == "flops", reference=reference,
+      latency_behind_bytes=latency_behind_bytes,
+      lone_tolerance=lone_tolerance)
+
+
+def _check_choices(lone_collective: str, lone_tolerance: float,
+                   reference: str) -> None:
+  """Checks `validate`'s lone_collective, lone_tolerance and reference.
+
+  Raises:
+    ValueError: on a bad one.
+  """
+  if lone_collective not in ("traces", "none"):
+    raise ValueError(f"lone_collective={lone_collective!r}: 'traces' or "
+                     "'none'")
+  if not lone_tolerance > 0:
+    raise ValueError(f"lone_tolerance={lone_tolerance!r}: a positive "
+                     "fraction")
+  if reference not in ("median", "fastest"):
+    raise ValueError(f"reference={reference!r}: 'median' or 'fastest'")
+
+
+def _training_dag(results_dir: str, results: Dict[str, Any],
+                  setup: Dict[str, Any], gpu: str, layer_times: str):
+  """The DAG of one training step, with the directory's per-op times.
+
+  Args:
+    results_dir: the results directory.
+    results: its results.json.
+    setup: `results_files.benchmark_setup`.
+    gpu: GPU of the FLOPs model.
+    layer_times: "flops" or "measured"; see `validate`.
+
+  Returns:
+    (the DAG, whether profile.json gave its times, where they came from,
+    the factor they were scaled by, [what the benchmark should record]).
+
+  Raises:
+    ValueError: on a bad `layer_times`.
+  """
+  per_worker = setup["global_batch_size"] // setup["workers"]
+  profile_path = os.path.join(results_dir, "profile.json")
+  has_profile = os.path.isfile(profile_path)
+  # scripts/simulate.py (its cached model DAG builder), imported only here
+  # because it loads TensorFlow; a script's folder is on sys.path.
+  import simulate  # pylint: disable=g-import-not-at-top
+  base_dag = simulate.model_dag(setup["model"], per_worker, gpu,
+                                profile_path if has_profile else None)
+  # Checked after the DAG is built: its errors come first.
+  if layer_times not in ("flops", "measured"):
+    raise ValueError(f"layer_times={layer_times!r}: 'flops' or 'measured'")
+  if has_profile:
+    return base_dag, True, "profile.json", 1.0, []
+  shares, shares_source = (None, "") if layer_times == "flops" else (
+      probe_inputs.layer_shares(results_dir, setup["model"]))
+  if shares is not None:
+    # The layers' measured shares of the step (on a CPU like the
+    # benchmark's), in place of the GPU FLOPs model's, in its units.
+    base_dag = row_plans.with_shares(base_dag, shares)
+  scale = results["compute_s"] / (base_dag.backward_end() +
+                                  base_dag.forward_length())
+  base_dag = row_plans.scaled(base_dag, scale)
+  compute_source = (
+      f"{gpu} FLOPs model" if shares is None else
+      f"each layer's measured share of the step ({shares_source})") + (
+          f" scaled to the measured compute_s "
+          f"{results['compute_s'] * 1e3:.1f} ms")
+  missing = ["profile.json: measured seconds of every forward and backward "
+             "op of one step, {op name: seconds} with the op names of "
+             "tf_preempt.profile.model_to_dag (e.g. from "
+             "scripts/bench_profile.py), per worker count" + (
+                 "; the step profile's shares stand in" if shares
+                 is not None else "")]
+  return base_dag, False, compute_source, scale, missing
+
+
+def _collective_costs(results_dir: str, results: Dict[str, Any], traces,
+                      setup: Dict[str, Any], total_bytes: int,
+                      cost_fallback: str, cpu_cost: str):
+  """The cost of a collective alone and its CPU cost; see the module doc.
+
+  Returns:
+    (the cost, its source, the CPU cost or None, its source, [what the
+    benchmark should record]).
+  """
+  cost, cost_source = collective_cost.cost_model(
+      results_dir, results, traces, total_bytes, cost_fallback)
+  missing = []
+  if not cost_source.startswith("cost_model.json"):
+    missing.append("cost_model.json: {alpha, beta} fitted "
+                   "(CostModel.fit) from all-reduces of >= 4 sizes timed "
+                   "alone on the benchmark's link and worker count")
+  cpu, cpu_source = probe_inputs.cpu_cost_model(results_dir, setup, cost,
+                                                total_bytes, cpu_cost)
+  # The link's token bucket (tc tbf's burst over its rate): the cost of a
+  # collective alone is refitted with it. Where the collective's own cost
+  # is taken as CPU work (a CPU-bound link) its bytes need the whole core
+  # at the rate and the bucket cannot speed them: nothing to refit.
+  link_burst = setup["link_burst_s"]
+  if link_burst and cpu is not cost:
+    cost, cost_source = collective_cost.cost_model(
+        results_dir, results, traces, total_bytes, cost_fallback, link_burst,
+        cpu)
+  return cost, cost_source, cpu, cpu_source, missing
+
+
+def _arrival_penalty(results_dir: str, order_penalty: str,
+                     setup: Dict[str, Any]):
+  """What a collective released alone took with task 0 or task 1 reaching
+  it last: measured with two workers on the directory's emulated link, by
+  seconds of traffic beyond its bucket.
+
+  Returns:
+    (`probe_inputs.arrival_points`, () where they do not apply; their
+    source, or why there are none).
+  """
+  penalty_runs, penalty_source = probe_inputs.order_penalty_runs(
+      results_dir, order_penalty, setup["heap"], setup["machine"],
+      setup["speed_ms_per_matmul"])
+  penalty = probe_inputs.arrival_points(penalty_runs, setup["link_rate"])
+  if penalty and (setup["workers"] != 2 or not setup["link_burst_s"]):
+    penalty, penalty_source = (), (
+        f"none: measured with 2 workers on an emulated link ("
+        f"{penalty_source}), not {setup['workers']} on "
+        f"{setup['link_rate'] or 'loopback'}")
+  elif penalty_runs and not penalty:
+    penalty_source = (f"none: no run of {penalty_source} at "
+                      f"{setup['link_rate']} exceeds its bucket")
+  return penalty, penalty_source
+
+
+def _lone_in_situ(results_dir: str, traces, warmup: int,
+                  traced: _TracedRows, base_dag) -> Dict[str, float]:
+  """What the first collective took from the last worker's arrival, past
+  the warm-up, in the rows that reduce the whole dense gradient in one
+  collective after the backward pass (as stock TensorFlow's one pack)."""
+  return {
+      t: v for t, v in probe_inputs.first_collective_in_situ(
+          results_dir, traces, warmup).items()
+      if t in traced.ran and (traced.first_ready.get(t) or 0.0) >= 1.0 and
+      row_plans.dense_collectives(base_dag, traced.ran[t][0]) == 1}
+
+
+def _directory_inputs(results_dir: str, results: Dict[str, Any],
+                      details: Dict[str, Any], gpu: str, cost_fallback: str,
+                      cpu_cost: str, order_penalty: str, layer_times: str,
+                      lone_collective: str, reference: str
+                      ) -> _DirectoryInputs:
+  """Loads and derives what every row's prediction takes from the
+  directory; the arguments are `validate`'s.
+
+  Raises:
+    ValueError: on a bad `layer_times`.
+  """
+  if reference == "fastest":
+    results = dict(results, **_fastest_references(results, details))
+  traces = results_files.worker0_traces(results_dir)
+  setup = results_files.benchmark_setup(results, traces, details)
+  base_dag, has_profile, compute_source, compute_scale, missing = (
+      _training_dag(results_dir, results, setup, gpu, layer_times))
+  total_bytes = sum(t.nbytes for t in base_dag.tensors)
+  cost, cost_source, cpu, cpu_source, cost_missing = _collective_costs(
+      results_dir, results, traces, setup, total_bytes, cost_fallback,
+      cpu_cost)
+  missing += cost_missing
+  penalty, penalty_source = _arrival_penalty(results_dir, order_penalty,
+                                             setup)
+  # How much later than task 1 task 0 started each block (its tail is
+  # longer by the next block's lag), and its late blocks after the
+  # warm-up (bench.py's default warm-up), per two-worker trace.
+  warmup = int(results_files.command_flag(results, "warmup_steps", "8"))
+  lags = probe_inputs.start_lags(results_dir, traces)
+  late = probe_inputs.late_counts(lags, warmup) if penalty else {}
+  row_settings = details.get("settings") or {}
+  plans_dir = os.path.join(results_dir, "plans")
+  blocks_of = {name: trace_calibration.trace_blocks(trace)
+               for name, trace in traces.items()}
+  # bench.py kept each row's median run's traces (else its last run's).
+  median_traces = "trace_runs" in details
+  traced = _traced_rows(results, row_settings, plans_dir, base_dag, cost,
+                        setup["workers"], blocks_of,
+                        traces_of_median_runs=median_traces)
+  lone_in_situ = (_lone_in_situ(results_dir, traces, warmup, traced,
+                                base_dag)
+                  if lone_collective == "traces" else {})
+  compute_total = base_dag.forward_length() + base_dag.backward_end()
+  # Each later step's weight-free forward work, run at its block's start
+  # (a part of the heads, which the start-ups would hold otherwise).
+  early_share, early_source = probe_inputs.early_share(results_dir,
+                                                       setup["model"])
+  if early_source.startswith("none"):
+    missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
+                   "the share of a step's compute that reads no weight "
+                   "(scripts/bench_step_profile.py), for this model")
+  return _DirectoryInputs(
+      results_dir=results_dir, results=results, setup=setup,
+      row_settings=row_settings, plans_dir=plans_dir, base_dag=base_dag,
+      has_profile=has_profile, compute_source=compute_source,
+      compute_scale=compute_scale,
+      # Without sparse gradients the model puts nothing after a block's
+      # last collective.
+      sparse=any(t.sparse is not None for t in base_dag.tensors),
+      total_bytes=total_bytes, cost=cost, cost_source=cost_source, cpu=cpu,
+      cpu_source=cpu_source, link_burst=setup["link_burst_s"],
+      penalty=penalty, penalty_source=penalty_source, warmup=warmup,
+      lags=lags, late=late, blocks_of=blocks_of,
+      median_traces=median_traces, traced=traced,
+      lone_in_situ=lone_in_situ, compute_total=compute_total,
+      flops_share=base_dag.forward_length() / compute_total,
+      early_share=early_share, early_source=early_source,
+      early=early_share * compute_total, missing=tuple(missing))
+
+
+def _row_fit(trace: str, unroll: int, inputs: _DirectoryInputs,
+             settings: _RowSettings) -> _RowFit:
+  """The figures of the row of `trace` from the other rows' traces: the
+  forward share and block start-ups fitted to their block heads."""
+  traced = inputs.traced
+  calib = trace_calibration.calibrate(
+      inputs.blocks_of, exclude={trace}, disturbed=traced.disturbed)
+  heads = [(results_files.trace_unroll(t), traced.first_ready[t],
+            statistics.median(h)) for t, h in sorted(calib["heads"].items())
+           if h and traced.first_ready.get(t) is not None]
+  # With a profile (or --forward_share=flops) the per-op times are kept
+  # and only the start-ups are fitted.
+  fixed_share = (inputs.flops_share
+                 if inputs.has_profile or settings.forward_from_flops
+                 else settings.forward_share)
+  share_f, startups = trace_calibration.fit_block_head(
+      heads, inputs.compute_total, fixed_share,
+      default_share=inputs.flops_share, early_s=inputs.early)
+  dag = inputs.base_dag
+  if fixed_share is None:
+    dag = row_plans.with_forward_share(inputs.base_dag, share_f)
+  startup = (startups.get(unroll, 0.0) if settings.block_startup_ms is None
+             else settings.block_startup_ms * 1e-3)
+  return _RowFit(calib, heads, share_f, startups, startup, dag)
+
+
+def _lateness(trace: str, unroll: int, dag, plan,
+              inputs: _DirectoryInputs) -> _Lateness:
+  """Task 0's late starts in the other rows' traces, for the row of
+  `trace`, from the rows of its kind where they have any."""
+  traced = inputs.traced
+  # Task 0's late starts depend on how the plan ends a block: chains of
+  # one collective per tensor keep the workers together.
+  others = set(traced.row_of) - {trace} - traced.disturbed
+  kind = row_plans.per_tensor_collectives(dag, plan)
+  alike = {t for t in others if row_plans.per_tensor_collectives(
+      dag, traced.ran[t][0]) == kind}
+  lag = probe_inputs.expected_lag(inputs.lags, alike, unroll, inputs.warmup)
+  if lag is None:
+    lag = probe_inputs.expected_lag(inputs.lags, others, unroll,
+                                    inputs.warmup)
+  weight = (_late_share(inputs.late, alike, others, unroll)
+            if inputs.penalty else None)
+  # The other rows of `lone_in_situ`, with their own mix of task 0
+  # arriving late (as rows that fuse tensors).
+  fused = {t for t in others
+           if not row_plans.per_tensor_collectives(dag, traced.ran[t][0])}
+  lone_rows = {
+      t: (_late_share(inputs.late, fused, others,
+                      results_files.trace_unroll(t))
+          if inputs.penalty else None)
+      for t in sorted(set(inputs.lone_in_situ) & others)}
+  return _Lateness(lag, weight, lone_rows)
+
+
+def _scaled_model(scale: float, base_model, fit: _RowFit,
+                  weight: Optional[float], inputs: _DirectoryInputs,
+                  settings: _RowSettings) -> _ScaledModel:
+  """The row's model with the inputs measured alone times `scale`.
+
+  Args:
+    scale: the factor of the inputs measured alone (`_lone_scaled`).
+    base_model: everything of the model but those inputs and what follows
+      from them.
+    fit: the row's `_RowFit`.
+    weight: the row's share of blocks task 0 started late, or None.
+    inputs: the directory's inputs.
+    settings: the parsed settings.
+
+  Returns:
+    The `_ScaledModel`.
+  """
+  cost_in, cpu_in, points = _lone_scaled(scale, inputs.cost, inputs.cpu,
+                                         inputs.penalty)
+  row_cost, row_cpu, share = _row_costs(cost_in, cpu_in, fit.calib,
+                                        settings.comm_cpu_share)
+  row_penalty = _penalty(points, weight, row_cost, row_cpu, inputs.link_burst)
+  model = dataclasses.replace(
+      base_model, order_penalty=row_penalty,
+      order_penalty_weight=1.0 if row_penalty else 0.0, cpu=row_cpu,
+      comm_cpu_share=share if share is not None else 1.0)
+  bytes_share, samples = settings.bytes_cpu_share, []
+  if bytes_share is None:
+    bytes_share, samples = _fitted_bytes_share(
+        fit.dag, row_cost, model, fit.calib, inputs.traced, fit.startups)
+  # Without a row that overlaps them, the bytes take all they need.
+  model = dataclasses.replace(
+      model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
+  return _ScaledModel(model, row_cost, row_cpu, share, points, row_penalty,
+                      samples)
+
+
+def _lone_fit(base_model, fit: _RowFit, lateness: _Lateness,
+              inputs: _DirectoryInputs, settings: _RowSettings) -> _LoneFit:
+  """The row's model, the inputs measured alone scaled to the training run.
+
+  The inputs measured alone (cost_model.json and the probes: the cost of a
+  collective, its CPU cost, the arrival-order runs) are scaled to what a
+  collective released alone took in the training run itself, in the other
+  rows' traces (`_lone_ratio`): left as measured where the two agree
+  within `lone_tolerance`; else rescaled (by secant steps,
+  `_next_lone_scale`) until they agree within `LONE_CONVERGED`.
+
+  Args:
+    base_model: see `_scaled_model`.
+    fit: the row's `_RowFit`.
+    lateness: the row's `_Lateness`.
+    inputs: the directory's inputs.
+    settings: the parsed settings.
+
+  Returns:
+    The `_LoneFit`.
+  """
+  scale, ratio, ratios, tried = 1.0, None, {}, []
+  while True:
+    row = _scaled_model(scale, base_model, fit, lateness.weight, inputs,
+                        settings)
+    if not lateness.lone_rows:
+      break
+    # The ratio of the model just built: the one reported.
+    ratio, first = _lone_ratio(
+        inputs.lone_in_situ,
+        {t: _penalty(row.points, w, row.cost, row.cpu, inputs.link_burst)
+         for t, w in lateness.lone_rows.items()},
+        inputs.traced, fit.dag, row.cost, row.model)
+    ratios = ratios or first
+    if ratio is None or len(tried) == LONE_PASSES or abs(ratio - 1) <= (
+        settings.lone_tolerance if not tried else LONE_CONVERGED):
+      break
+    tried.append((scale, ratio))
+    scale = _next_lone_scale(tried)
+    if scale == tried[-1][0]:
+      # Held at LONE_MAX_SCALE: another pass would build this model again.
+      break
+  return _LoneFit(row, scale, ratio, ratios)
+
+
+def _block_overhead(unroll: int, plan, fit: _RowFit,
+                    row: _ScaledModel, lag: Optional[float],
+                    inputs: _DirectoryInputs,
+                    settings: _RowSettings) -> _Overhead:
+  """The row's model with its block start-up and per-block overhead.
+
+  Args:
+    unroll: the row's K.
+    plan: the row's plan.
+    fit: the row's `_RowFit`.
+    row: the row's model so far (`_lone_fit`).
+    lag: the row's expected start lag of task 0, or None.
+    inputs: the directory's inputs.
+    settings: the parsed settings.
+
+  Returns:
+    The `_Overhead`.
+  """
+  given = settings.block_overhead_ms
+  sparse_tail = per_tensor = None
+  overhead = None if given is None else given * 1e-3
+  if overhead is None and fit.calib["tails"]:
+    overhead, per_tensor, sparse_tail = _fitted_overhead(
+        fit.dag, row.cost, row.model, fit.calib, inputs.traced, inputs.lags,
+        inputs.sparse, inputs.setup["workers"], unroll)
+  model = dataclasses.replace(row.model, block_startup=fit.startup)
+  if per_tensor:
+    overhead += row_plans.queued_updates(fit.dag, row.cost, plan, model,
+                                         per_tensor)
+  if overhead is not None and given is None and lag:
+    # The tails were fitted without task 0's lag: this row's expected.
+    overhead += lag
+  model = dataclasses.replace(model, block_overhead=max(0.0, overhead or 0.0))
+  return _Overhead(model, overhead, per_tensor, sparse_tail)
+
+
+def _calibration_report(fit: _RowFit, lateness: _Lateness, lone: _LoneFit,
+                        overhead: _Overhead, inputs: _DirectoryInputs
+                        ) -> Dict[str, Any]:
+  """A row's report of the figures its model was calibrated with."""
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  row, calib = lone.row, fit.calib
+  return {"forward_share": fit.forward_share,
+          "comm_cpu_share": row.comm_cpu_share,
+          "bytes_cpu_share": overhead.model.bytes_cpu_share,
+          "overlap_traces": len(row.overlap_samples),
+          "block_overhead_s": overhead.overhead,
+          "block_startup_s": fit.startup,
+          "task0_late_share": lateness.weight,
+          "task0_expected_lag_s": lateness.lag,
+          "order_penalty": [list(p) for p in row.penalty],
+          "order_penalty_whole_s": (
+              execution.order_penalty_seconds(
+                  row.penalty,
+                  row.cost.beta * inputs.total_bytes / 2 - inputs.link_burst)
+              if row.penalty else None),
+          "overhead_per_tensor_s": overhead.per_tensor,
+          "lone_scale": lone.scale,
+          "lone_ratio": lone.ratio,
+          "lone_from_traces": lone.ratios,
+          "trace_tail_s": calib["tail_s"],
+          "sparse_tail_s": overhead.sparse_tail,
+          "from_traces": calib["rows"],
+          "small_collective_s": calib["small_s"],
+          "alpha_s": row.cost.alpha,
+          "cpu_fixed_s": None if row.cpu is None else row.cpu.alpha,
+          "heads": [{"unroll": k, "first_ready_fraction": f, "head_s": h}
+                    for k, f, h in fit.heads],
+          "tail_s_by_trace": {
+              t: statistics.median(v)
+              for t, v in sorted(calib["tails"].items())}}
+
+
+def _add_notes(entry: Dict[str, Any], row: Dict[str, Any],
+               calib: Dict[str, Any]) -> None:
+  """Adds to a predicted row's `entry` what makes its error less telling:
+  small-collective figures from disturbed traces, and repeats (of its
+  results.json `row`) that differ by more than the target."""
+  notes = []
+  if calib["from_disturbed"]:
+    entry["calibration"]["from_disturbed_traces"] = calib["from_disturbed"]
+    notes.append("small-collective figures from disturbed traces (no "
+                 "other trace has them)")
+  runs = row.get("step_s") or []
+  if len(runs) > 1 and min(runs) > 0:
+    spread = (max(runs) - min(runs)) / min(runs)
+    entry["repeat_spread"] = spread
+    if spread > TARGET_ABS_ERROR:
+      notes.append(f"repeats differ by {spread * 100:.0f}% "
+                   "(machine noise)")
+  if notes:
+    entry["note"] = "; ".join(notes)
+
+
+def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
+                   settings: _RowSettings) -> Tuple[Dict[str, Any], bool]:
+  """Predicts one row of results.json from the directory's inputs.
+
+  Args:
+    name: the row's name, NAME@K.
+    row: its results.json entry.
+    inputs: the directory's inputs.
+    settings: the parsed settings.
+
+  Returns:
+    (the row's report, whether its plan was rebuilt here rather than
+    recorded).
+  """
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt import plan as plan_lib
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  scheduler, unroll = split_name(name)
+  measured = float(row["median_s"] if settings.reference == "median" else
+                   min(row.get("step_s") or [row["median_s"]]))
+  entry = {"scheduler": scheduler, "unroll": unroll, "measured_s": measured,
+           "predicted_s": None, "error": None}
+  if scheduler not in plan_lib.SCHEDULERS:
+    entry["note"] = "not a planner scheduler"
+    return entry, False
+  trace = results_files.trace_name(name)
+  fit = _row_fit(trace, unroll, inputs, settings)
+  dag, workers = fit.dag, inputs.setup["workers"]
+  args = (inputs.row_settings.get(name) or {}).get("args") or ()
+  plan, plan_source = row_plans.row_plan(inputs.plans_dir, name, scheduler,
+                                         args, dag, inputs.cost, workers)
+  given = row_plans.given_flags(args)
+  lateness = _lateness(trace, unroll, dag, plan, inputs)
+  # Everything of the model but the inputs measured alone and what
+  # follows from them.
+  base_model = execution.ExecutionModel(
+      unroll=unroll, **row_plans.credit(given),
+      workers=row_plans.gathering_workers(args, workers),
+      link_burst=inputs.link_burst, fixed_cpu_fifo=True,
+      latency_behind_bytes=settings.latency_behind_bytes,
+      early_compute=min(inputs.early, dag.forward_length()))
+  lone = _lone_fit(base_model, fit, lateness, inputs, settings)
+  overhead = _block_overhead(unroll, plan, fit, lone.row, lateness.lag,
+                             inputs, settings)
+  model = overhead.model
+  run = execution.execute(dag, lone.row.cost, plan, model)
+  predicted = run.step_time
+  entry.update(
+      predicted_s=predicted, error=(predicted - measured) / measured,
+      planner_model_s=plan_lib.simulate(dag, inputs.cost, plan).iteration_time,
+      plan=plan_source,
+      collectives=(len(plan.collectives) if model.workers is None else
+                   row_plans.dense_collectives(dag, plan)),
+      model=model.describe(),
+      # The model's first step beside the row's own trace (for reading
+      # only: no calibration uses a row's own trace).
+      first_step={
+          "model": {"backward_end_s": overlap_fit.backward_end(dag, run),
+                    "collectives_s": list(zip(run.collective_launch[0],
+                                              run.collective_end[0]))},
+          "trace": trace_calibration.first_step_medians(
+              inputs.blocks_of.get(trace))},
+      calibration=_calibration_report(fit, lateness, lone, overhead, inputs))
+  _add_notes(entry, row, fit.calib)
+  return entry, not plan_source.startswith("recorded")
+
+
+def _report(rows: Dict[str, Any], stand_in_plans: bool,
+            inputs: _DirectoryInputs, settings: Dict[str, Any]
+            ) -> Dict[str, Any]:
+  """`validate`'s report of its `rows`; `settings` are its arguments."""
+  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution
+  # pylint: enable=g-import-not-at-top
+  missing = list(inputs.missing)
+  if stand_in_plans:
+    missing.append("plans/NAME@K.json: the plan each row ran "
+                   "(Plan.to_json), with tensor names and sizes as in "
+                   "model_to_dag; without it the runtime's plans are "
+                   "rebuilt here")
+  errors = [abs(r["error"]) for r in rows.values() if r["error"] is not None]
+  setup, cost, cpu = inputs.setup, inputs.cost, inputs.cpu
+  return {
+      "rows": rows,
+      "max_abs_error": max(errors) if errors else None,
+      "median_abs_error": statistics.median(errors) if errors else None,
+      "target": TARGET_ABS_ERROR,
+      "inputs": {"results_dir": inputs.results_dir, "setup": setup,
+                 "sparse": [{"name": t.name, "nbytes": t.nbytes,
+                             "values_nbytes": t.sparse.values_nbytes,
+                             "indices_nbytes": t.sparse.indices_nbytes}
+                            for t in inputs.base_dag.tensors
+                            if t.sparse is not None],
+                 "disturbed_traces": sorted(inputs.traced.disturbed),
+                 # Only where it holds, so that the earlier reports stay as
+                 # they were.
+                 **({"traces_of_median_runs": True}
+                    if inputs.median_traces else {}),
+                 "compute": inputs.compute_source,
+                 "compute_scale": inputs.compute_scale,
+                 "cost_model": cost.to_dict(),
+                 "cost_source": inputs.cost_source,
+                 "cpu_cost": None if cpu is None else cpu.to_dict(),
+                 "cpu_source": inputs.cpu_source,
+                 "early_share": inputs.early_share,
+                 "early_source": inputs.early_source,
+                 "early_compute_s": inputs.early,
+                 "order_penalty": [list(p) for p in inputs.penalty],
+                 "order_penalty_source": inputs.penalty_source,
+                 "speed_ms_per_matmul": {
+                     "directory": setup["speed_ms_per_matmul"],
+                     # The directory's own cost (a CPU-bound link) was
+                     # measured at the directory's speed.
+                     "cpu_cost": (setup["speed_ms_per_matmul"]
+                                  if cpu is cost else
+                                  probe_inputs.probe_speed(
+                                      inputs.results_dir, inputs.cpu_source)),
+                     "order_penalty": probe_inputs.probe_speed(
+                         inputs.results_dir, inputs.penalty_source)},
+                 "lone_in_situ": {
+                     t: v for t, v in sorted(inputs.lone_in_situ.items())
+                     if t not in inputs.traced.disturbed},
+                 "settings": settings,
+                 "measured_compute_s": inputs.results["compute_s"],
+                 "measured_comm_s": inputs.results["comm_s"],
+                 "simulated_comm_s": float(execution.repeated_seconds(
+                     cost, inputs.total_bytes, execution.ExecutionModel(
+                         cpu=cpu, link_burst=inputs.link_burst))),
+                 "link": {"rate": setup["link_rate"],
+                          "burst_bytes": emulated_link.link_burst_bytes(
+                              setup["link_rate"]),
+                          "burst_s": inputs.link_burst,
+                          "cpu_bound": (bool(inputs.link_burst) and
+                                        cpu is cost)}},
+      "missing": missing,
+  }
+
+
 def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              cpu_cost: str = "auto", comm_cpu_share: str = "traces",
              bytes_cpu_share: str = "traces",
@@ -646,394 +1450,29 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   Raises:
     ValueError: if the directory has no results.json, or on a bad setting.
   """
-  # pylint: disable=g-import-not-at-top
-  from tf_preempt import plan as plan_lib
-  from tf_preempt.plan import execution
-  # pylint: enable=g-import-not-at-top
-  results = results_files.read_json(os.path.join(results_dir, "results.json"))
-  if results is None:
-    raise ValueError(f"{results_dir} has no results.json")
-  if "schedulers" not in results:
-    raise ValueError(f"{results_dir}/results.json has no scheduler rows: "
-                     "not a scripts/bench.py results directory")
-  share_given = _setting(comm_cpu_share, "comm_cpu_share")
-  bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
-  if bytes_given is not None and not 0 < bytes_given <= 1:
-    raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
-                     "number in (0, 1]")
-  overhead_given = _setting(block_overhead_ms, "block_overhead_ms")
-  startup_given = _setting(block_startup_ms, "block_startup_ms")
-  forward_given = (None if forward_share in ("traces", "flops") else
-                   _setting(forward_share, "forward_share"))
+  results = _read_results(results_dir)
+  settings = _row_settings(comm_cpu_share, bytes_cpu_share, block_overhead_ms,
+                           block_startup_ms, forward_share, reference,
+                           latency_behind_bytes, lone_tolerance)
   details = results_files.read_json(os.path.join(results_dir,
                                                  "details.json")) or {}
-  if lone_collective not in ("traces", "none"):
-    raise ValueError(f"lone_collective={lone_collective!r}: 'traces' or "
-                     "'none'")
-  if not lone_tolerance > 0:
-    raise ValueError(f"lone_tolerance={lone_tolerance!r}: a positive "
-                     "fraction")
-  if reference not in ("median", "fastest"):
-    raise ValueError(f"reference={reference!r}: 'median' or 'fastest'")
-  if reference == "fastest":
-    results = dict(results, **_fastest_references(results, details))
-  traces = results_files.worker0_traces(results_dir)
-  setup = results_files.benchmark_setup(results, traces, details)
-  per_worker = setup["global_batch_size"] // setup["workers"]
-  missing = []
-
-  profile_path = os.path.join(results_dir, "profile.json")
-  has_profile = os.path.isfile(profile_path)
-  # scripts/simulate.py (its cached model DAG builder), imported only here
-  # because it loads TensorFlow; a script's folder is on sys.path.
-  import simulate  # pylint: disable=g-import-not-at-top
-  base_dag = simulate.model_dag(setup["model"], per_worker, gpu,
-                                profile_path if has_profile else None)
-  scale = 1.0
-  if layer_times not in ("flops", "measured"):
-    raise ValueError(f"layer_times={layer_times!r}: 'flops' or 'measured'")
-  shares, shares_source = (None, "") if (
-      has_profile or layer_times == "flops") else (
-          probe_inputs.layer_shares(results_dir, setup["model"]))
-  if has_profile:
-    compute_source = "profile.json"
-  else:
-    if shares is not None:
-      # The layers' measured shares of the step (on a CPU like the
-      # benchmark's), in place of the GPU FLOPs model's, in its units.
-      base_dag = row_plans.with_shares(base_dag, shares)
-    scale = results["compute_s"] / (base_dag.backward_end() +
-                                    base_dag.forward_length())
-    base_dag = row_plans.scaled(base_dag, scale)
-    compute_source = (
-        f"{gpu} FLOPs model" if shares is None else
-        f"each layer's measured share of the step ({shares_source})") + (
-            f" scaled to the measured compute_s "
-            f"{results['compute_s'] * 1e3:.1f} ms")
-    missing.append("profile.json: measured seconds of every forward and "
-                   "backward op of one step, {op name: seconds} with the op "
-                   "names of tf_preempt.profile.model_to_dag (e.g. from "
-                   "scripts/bench_profile.py), per worker count" + (
-                       "; the step profile's shares stand in" if shares
-                       is not None else ""))
-  total_bytes = sum(t.nbytes for t in base_dag.tensors)
-  cost, cost_source = collective_cost.cost_model(
-      results_dir, results, traces, total_bytes, cost_fallback)
-  if not cost_source.startswith("cost_model.json"):
-    missing.append("cost_model.json: {alpha, beta} fitted "
-                   "(CostModel.fit) from all-reduces of >= 4 sizes timed "
-                   "alone on the benchmark's link and worker count")
-  cpu, cpu_source = probe_inputs.cpu_cost_model(results_dir, setup, cost,
-                                                total_bytes, cpu_cost)
-  # The link's token bucket (tc tbf's burst over its rate): the cost of a
-  # collective alone is refitted with it. Where the collective's own cost
-  # is taken as CPU work (a CPU-bound link) its bytes need the whole core
-  # at the rate and the bucket cannot speed them: nothing to refit.
-  link_burst = setup["link_burst_s"]
-  if link_burst and cpu is not cost:
-    cost, cost_source = collective_cost.cost_model(
-        results_dir, results, traces, total_bytes, cost_fallback, link_burst,
-        cpu)
-  alone = execution.ExecutionModel(cpu=cpu, link_burst=link_burst)
-  # What a collective released alone took with task 0 or task 1 reaching
-  # it last: measured with two workers on the directory's emulated link,
-  # by seconds of traffic beyond its bucket.
-  penalty_runs, penalty_source = probe_inputs.order_penalty_runs(
-      results_dir, order_penalty, setup["heap"], setup["machine"],
-      setup["speed_ms_per_matmul"])
-  penalty = probe_inputs.arrival_points(penalty_runs, setup["link_rate"])
-  if penalty and (setup["workers"] != 2 or not link_burst):
-    penalty, penalty_source = (), (
-        f"none: measured with 2 workers on an emulated link ("
-        f"{penalty_source}), not {setup['workers']} on "
-        f"{setup['link_rate'] or 'loopback'}")
-  elif penalty_runs and not penalty:
-    penalty_source = (f"none: no run of {penalty_source} at "
-                      f"{setup['link_rate']} exceeds its bucket")
-  # How much later than task 1 task 0 started each block (its tail is
-  # longer by the next block's lag), and its late blocks after the
-  # warm-up (bench.py's default warm-up), per two-worker trace.
-  warmup = int(results_files.command_flag(results, "warmup_steps", "8"))
-  lags = probe_inputs.start_lags(results_dir, traces)
-  late = probe_inputs.late_counts(lags, warmup) if penalty else {}
-
-  settings = details.get("settings") or {}
-  plans_dir = os.path.join(results_dir, "plans")
-  # Without sparse gradients the model puts nothing after a block's last
-  # collective.
-  base_dag_sparse = any(t.sparse is not None for t in base_dag.tensors)
-  stand_in_plans = False
-  blocks_of = {name: trace_calibration.trace_blocks(trace)
-               for name, trace in traces.items()}
-  # bench.py kept each row's median run's traces (else its last run's).
-  median_traces = "trace_runs" in details
-  traced = _traced_rows(results, settings, plans_dir, base_dag, cost,
-                        setup["workers"], blocks_of,
-                        traces_of_median_runs=median_traces)
-  # The rows that reduce the whole dense gradient in one collective after
-  # the backward pass (as stock TensorFlow's one pack): what their first
-  # collective took from the last worker's arrival, past the warm-up.
-  lone_in_situ = {}
-  if lone_collective == "traces":
-    lone_in_situ = {
-        t: v for t, v in probe_inputs.first_collective_in_situ(
-            results_dir, traces, warmup).items()
-        if t in traced.ran and (traced.first_ready.get(t) or 0.0) >= 1.0 and
-        row_plans.dense_collectives(base_dag, traced.ran[t][0]) == 1}
-  compute_total = base_dag.forward_length() + base_dag.backward_end()
-  flops_share = base_dag.forward_length() / compute_total
-  # Each later step's weight-free forward work, run at its block's start
-  # (a part of the heads, which the start-ups would hold otherwise).
-  early_share, early_source = probe_inputs.early_share(results_dir,
-                                                       setup["model"])
-  early = early_share * compute_total
-  if early_source.startswith("none"):
-    missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
-                   "the share of a step's compute that reads no weight "
-                   "(scripts/bench_step_profile.py), for this model")
-  rows = {}
-  for name, row in results["schedulers"].items():
-    scheduler, unroll = split_name(name)
-    measured = float(row["median_s"] if reference == "median" else
-                     min(row.get("step_s") or [row["median_s"]]))
-    entry = {"scheduler": scheduler, "unroll": unroll, "measured_s": measured,
-             "predicted_s": None, "error": None}
-    rows[name] = entry
-    if scheduler not in plan_lib.SCHEDULERS:
-      entry["note"] = "not a planner scheduler"
-      continue
-    calib = trace_calibration.calibrate(
-        blocks_of, exclude={results_files.trace_name(name)},
-        disturbed=traced.disturbed)
-    heads = [(results_files.trace_unroll(t), traced.first_ready[t],
-              statistics.median(h)) for t, h in sorted(calib["heads"].items())
-             if h and traced.first_ready.get(t) is not None]
-    # With a profile (or --forward_share=flops) the per-op times are kept
-    # and only the start-ups are fitted.
-    fixed_share = (flops_share if has_profile or forward_share == "flops"
-                   else forward_given)
-    share_f, startups = trace_calibration.fit_block_head(
-        heads, compute_total, fixed_share, default_share=flops_share,
-        early_s=early)
-    dag = base_dag
-    if fixed_share is None:
-      dag = row_plans.with_forward_share(base_dag, share_f)
-    startup = (startups.get(unroll, 0.0) if startup_given is None else
-               startup_given * 1e-3)
-    args = (settings.get(name) or {}).get("args") or ()
-    plan, plan_source = row_plans.row_plan(plans_dir, name, scheduler, args,
-                                           dag, cost, setup["workers"])
-    stand_in_plans |= not plan_source.startswith("recorded")
-    given = row_plans.given_flags(args)
-    # Task 0's late starts depend on how the plan ends a block: chains
-    # of one collective per tensor keep the workers together.
-    others = (set(traced.row_of) - {results_files.trace_name(name)} -
-              traced.disturbed)
-    kind = row_plans.per_tensor_collectives(dag, plan)
-    alike = {t for t in others if row_plans.per_tensor_collectives(
-        dag, traced.ran[t][0]) == kind}
-    lag = probe_inputs.expected_lag(lags, alike, unroll, warmup)
-    if lag is None:
-      lag = probe_inputs.expected_lag(lags, others, unroll, warmup)
-    weight = _late_share(late, alike, others, unroll) if penalty else None
-    # The other rows of `lone_in_situ`, with their own mix of task 0
-    # arriving late (as rows that fuse tensors).
-    fused = {t for t in others
-             if not row_plans.per_tensor_collectives(dag, traced.ran[t][0])}
-    lone_rows = {
-        t: (_late_share(late, fused, others, results_files.trace_unroll(t))
-            if penalty else None)
-        for t in sorted(set(lone_in_situ) & others)}
-    # The inputs measured alone (cost_model.json and the probes: the cost
-    # of a collective, its CPU cost, the arrival-order runs) scaled to
-    # what a collective released alone took in the training run itself,
-    # in the other rows' traces (`_lone_ratio`): left as measured where
-    # the two agree within `lone_tolerance`; else rescaled (by secant
-    # steps, `_next_lone_scale`) until they agree within `LONE_CONVERGED`.
-    lone_scale, lone_ratio, lone_ratios, tried = 1.0, None, {}, []
-    # Everything of the model but the inputs measured alone and what
-    # follows from them.
-    base_model = execution.ExecutionModel(
-        unroll=unroll, **row_plans.credit(given),
-        workers=row_plans.gathering_workers(args, setup["workers"]),
-        link_burst=link_burst, fixed_cpu_fifo=True,
-        latency_behind_bytes=latency_behind_bytes,
-        early_compute=min(early, dag.forward_length()))
-    while True:
-      cost_in, cpu_in, penalty_in = _lone_scaled(lone_scale, cost, cpu,
-                                                 penalty)
-      row_cost, row_cpu, share = _row_costs(cost_in, cpu_in, calib,
-                                            share_given)
-      penalty_of = lambda w: _penalty(penalty_in, w, row_cost, row_cpu,
-                                      link_burst)
-      row_penalty = penalty_of(weight)
-      model = dataclasses.replace(
-          base_model, order_penalty=row_penalty,
-          order_penalty_weight=1.0 if row_penalty else 0.0, cpu=row_cpu,
-          comm_cpu_share=share if share is not None else 1.0)
-      bytes_share, samples = bytes_given, []
-      if bytes_share is None:
-        bytes_share, samples = _fitted_bytes_share(dag, row_cost, model,
-                                                   calib, traced, startups)
-      # Without a row that overlaps them, the bytes take all they need.
-      model = dataclasses.replace(
-          model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
-      if not lone_rows:
-        break
-      # The ratio of the model just built: the one reported.
-      lone_ratio, ratios = _lone_ratio(
-          lone_in_situ, {t: penalty_of(w) for t, w in lone_rows.items()},
-          traced, dag, row_cost, model)
-      lone_ratios = lone_ratios or ratios
-      if lone_ratio is None or len(tried) == LONE_PASSES or abs(
-          lone_ratio - 1) <= (lone_tolerance if not tried else
-                              LONE_CONVERGED):
-        break
-      tried.append((lone_scale, lone_ratio))
-      lone_scale = _next_lone_scale(tried)
-      if lone_scale == tried[-1][0]:
-        # Held at LONE_MAX_SCALE: another pass would build this model
-        # again.
-        break
-    sparse_tail = per_tensor = None
-    overhead = None if overhead_given is None else overhead_given * 1e-3
-    if overhead is None and calib["tails"]:
-      overhead, per_tensor, sparse_tail = _fitted_overhead(
-          dag, row_cost, model, calib, traced, lags, base_dag_sparse,
-          setup["workers"], unroll)
-    model = dataclasses.replace(model, block_startup=startup)
-    if per_tensor:
-      overhead += row_plans.queued_updates(dag, row_cost, plan, model,
-                                           per_tensor)
-    if overhead is not None and overhead_given is None and lag:
-      # The tails were fitted without task 0's lag: this row's expected.
-      overhead += lag
-    model = dataclasses.replace(model, block_overhead=max(0.0, overhead or 0.0))
-    run = execution.execute(dag, row_cost, plan, model)
-    predicted = run.step_time
-    entry.update(
-        predicted_s=predicted, error=(predicted - measured) / measured,
-        planner_model_s=plan_lib.simulate(dag, cost, plan).iteration_time,
-        plan=plan_source,
-        collectives=(len(plan.collectives) if model.workers is None else
-                     row_plans.dense_collectives(dag, plan)),
-        model=model.describe(),
-        # The model's first step beside the row's own trace (for reading
-        # only: no calibration uses a row's own trace).
-        first_step={
-            "model": {"backward_end_s": overlap_fit.backward_end(dag, run),
-                      "collectives_s": list(zip(run.collective_launch[0],
-                                                run.collective_end[0]))},
-            "trace": trace_calibration.first_step_medians(
-                blocks_of.get(results_files.trace_name(name)))},
-        calibration={"forward_share": share_f, "comm_cpu_share": share,
-                     "bytes_cpu_share": model.bytes_cpu_share,
-                     "overlap_traces": len(samples),
-                     "block_overhead_s": overhead,
-                     "block_startup_s": startup,
-                     "task0_late_share": weight,
-                     "task0_expected_lag_s": lag,
-                     "order_penalty": [list(p) for p in row_penalty],
-                     "order_penalty_whole_s": (
-                         execution.order_penalty_seconds(
-                             row_penalty,
-                             row_cost.beta * total_bytes / 2 - link_burst)
-                         if row_penalty else None),
-                     "overhead_per_tensor_s": per_tensor,
-                     "lone_scale": lone_scale,
-                     "lone_ratio": lone_ratio,
-                     "lone_from_traces": lone_ratios,
-                     "trace_tail_s": calib["tail_s"],
-                     "sparse_tail_s": sparse_tail,
-                     "from_traces": calib["rows"],
-                     "small_collective_s": calib["small_s"],
-                     "alpha_s": row_cost.alpha,
-                     "cpu_fixed_s": None if row_cpu is None else row_cpu.alpha,
-                     "heads": [{"unroll": k, "first_ready_fraction": f,
-                                "head_s": h} for k, f, h in heads],
-                     "tail_s_by_trace": {
-                         t: statistics.median(v)
-                         for t, v in sorted(calib["tails"].items())}})
-    notes = []
-    if calib["from_disturbed"]:
-      entry["calibration"]["from_disturbed_traces"] = calib["from_disturbed"]
-      notes.append("small-collective figures from disturbed traces (no "
-                   "other trace has them)")
-    runs = row.get("step_s") or []
-    if len(runs) > 1 and min(runs) > 0:
-      spread = (max(runs) - min(runs)) / min(runs)
-      entry["repeat_spread"] = spread
-      if spread > TARGET_ABS_ERROR:
-        notes.append(f"repeats differ by {spread * 100:.0f}% "
-                     "(machine noise)")
-    if notes:
-      entry["note"] = "; ".join(notes)
-  if stand_in_plans:
-    missing.append("plans/NAME@K.json: the plan each row ran "
-                   "(Plan.to_json), with tensor names and sizes as in "
-                   "model_to_dag; without it the runtime's plans are "
-                   "rebuilt here")
-  errors = [abs(r["error"]) for r in rows.values() if r["error"] is not None]
-  return {
-      "rows": rows,
-      "max_abs_error": max(errors) if errors else None,
-      "median_abs_error": statistics.median(errors) if errors else None,
-      "target": TARGET_ABS_ERROR,
-      "inputs": {"results_dir": results_dir, "setup": setup,
-                 "sparse": [{"name": t.name, "nbytes": t.nbytes,
-                             "values_nbytes": t.sparse.values_nbytes,
-                             "indices_nbytes": t.sparse.indices_nbytes}
-                            for t in base_dag.tensors
-                            if t.sparse is not None],
-                 "disturbed_traces": sorted(traced.disturbed),
-                 # Only where it holds, so that the earlier reports stay as
-                 # they were.
-                 **({"traces_of_median_runs": True}
-                    if median_traces else {}),
-                 "compute": compute_source, "compute_scale": scale,
-                 "cost_model": cost.to_dict(), "cost_source": cost_source,
-                 "cpu_cost": None if cpu is None else cpu.to_dict(),
-                 "cpu_source": cpu_source,
-                 "early_share": early_share, "early_source": early_source,
-                 "early_compute_s": early,
-                 "order_penalty": [list(p) for p in penalty],
-                 "order_penalty_source": penalty_source,
-                 "speed_ms_per_matmul": {
-                     "directory": setup["speed_ms_per_matmul"],
-                     # The directory's own cost (a CPU-bound link) was
-                     # measured at the directory's speed.
-                     "cpu_cost": (setup["speed_ms_per_matmul"]
-                                  if cpu is cost else
-                                  probe_inputs.probe_speed(results_dir,
-                                                           cpu_source)),
-                     "order_penalty": probe_inputs.probe_speed(
-                         results_dir, penalty_source)},
-                 "lone_in_situ": {t: v for t, v in sorted(
-                     lone_in_situ.items()) if t not in traced.disturbed},
-                 "settings": {"cost_fallback": cost_fallback,
-                              "cpu_cost": cpu_cost,
-                              "comm_cpu_share": comm_cpu_share,
-                              "bytes_cpu_share": bytes_cpu_share,
-                              "block_overhead_ms": block_overhead_ms,
-                              "block_startup_ms": block_startup_ms,
-                              "forward_share": forward_share,
-                              "layer_times": layer_times,
-                              "reference": reference,
-                              "order_penalty": order_penalty,
-                              "latency_behind_bytes": latency_behind_bytes,
-                              "lone_collective": lone_collective,
-                              "lone_tolerance": lone_tolerance},
-                 "measured_compute_s": results["compute_s"],
-                 "measured_comm_s": results["comm_s"],
-                 "simulated_comm_s": float(execution.repeated_seconds(
-                     cost, total_bytes, alone)),
-                 "link": {"rate": setup["link_rate"],
-                          "burst_bytes": emulated_link.link_burst_bytes(
-                              setup["link_rate"]),
-                          "burst_s": link_burst,
-                          "cpu_bound": bool(link_burst) and cpu is cost}},
-      "missing": missing,
-  }
+  _check_choices(lone_collective, lone_tolerance, reference)
+  inputs = _directory_inputs(results_dir, results, details, gpu,
+                             cost_fallback, cpu_cost, order_penalty,
+                             layer_times, lone_collective, reference)
+  rows, stand_in_plans = {}, False
+  for name, row in inputs.results["schedulers"].items():
+    rows[name], stand_in = _predicted_row(name, row, inputs, settings)
+    stand_in_plans |= stand_in
+  return _report(rows, stand_in_plans, inputs, {
+      "cost_fallback": cost_fallback, "cpu_cost": cpu_cost,
+      "comm_cpu_share": comm_cpu_share, "bytes_cpu_share": bytes_cpu_share,
+      "block_overhead_ms": block_overhead_ms,
+      "block_startup_ms": block_startup_ms, "forward_share": forward_share,
+      "layer_times": layer_times, "reference": reference,
+      "order_penalty": order_penalty,
+      "latency_behind_bytes": latency_behind_bytes,
+      "lone_collective": lone_collective, "lone_tolerance": lone_tolerance})
 
 
 def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:
