@@ -41,7 +41,8 @@ needs for its medians to meet the target of its prediction: per report
 whose benchmark ran `MIN_SUBSAMPLE_REPEATS` or more repeats, for each k
 up to that number, draws of k of its repeats (whole repeats: every row's
 run of the same repeat, as they ran together), each row's median over
-the draw against the report's prediction. It prints the share of draws
+the draw (its fastest for a report of `--reference=fastest`) against
+the report's prediction. It prints the share of draws
 in which every row is within the target and the median of the draws'
 largest error. The prediction is held fixed (its inputs came from all
 the repeats), so this is the measured side's noise alone; and draws of
@@ -90,6 +91,8 @@ MIN_SUBSAMPLE_REPEATS = 5
 # --repeats_needed: at most this many draws per k (all of them if fewer),
 # drawn with a fixed seed so that the figures reproduce.
 DRAWS = 2000
+# A report's target when it names none (validate_sim's).
+TARGET = 0.10
 
 
 # The repository: a report's results_dir is relative to it.
@@ -190,7 +193,7 @@ def row_misses(paths: Sequence[str]) -> List[Dict[str, Any]]:
   out = []
   for path in paths:
     report = _load(path)
-    target = report.get("target", 0.10)
+    target = report.get("target", TARGET)
     results_dir, schedulers = _benchmark_rows(path, report)
     for name, row in report["rows"].items():
       error = row.get("error")
@@ -406,16 +409,19 @@ def repeats_needed(paths: Sequence[str], draws: int = DRAWS,
       that a report's figures do not depend on the others given).
 
   Returns:
-    {report path: {"repeats": N (the fewest any predicted row ran),
-    "target": the report's, "by_k": {k: {"draws": how many, "met": the
-    share of draws with every row within the target, "median_max": the
-    median over the draws of the largest absolute error}}}} for the
-    reports with `MIN_SUBSAMPLE_REPEATS` or more repeats and a
-    prediction.
+    {report path: {"repeats": N (every predicted row's), "target": the
+    report's, "reference": "median" or "fastest" (what a draw's runs
+    are judged by, as the report's rows were), "by_k": {k: {"draws": how
+    many, "met": the share of draws with every row within the target,
+    "median_max": the median over the draws of the largest absolute
+    error}}}}; "by_k" is empty for a report with fewer than
+    `MIN_SUBSAMPLE_REPEATS` repeats or no prediction.
 
   Raises:
-    ValueError: if a report names no benchmark directory, or a predicted
-      row has no positive repeats.
+    ValueError: if a report names no benchmark directory, a predicted
+      row has no positive repeats, or the predicted rows ran different
+      numbers of repeats (then repeat i of one row need not have run
+      beside repeat i of another).
   """
   out = {}
   for path in paths:
@@ -426,35 +432,53 @@ def repeats_needed(paths: Sequence[str], draws: int = DRAWS,
                  if row.get("error") is not None}
     runs = {name: _repeats(results_dir, schedulers, name)
             for name in predicted}
-    n = min((len(r) for r in runs.values()), default=0)
-    if n < MIN_SUBSAMPLE_REPEATS:
-      continue
-    target = report.get("target", 0.10)
+    counts = {len(r) for r in runs.values()}
+    if len(counts) > 1:
+      raise ValueError(
+          f"{results_dir}/results.json: the predicted rows ran "
+          f"{sorted(counts)} repeats; drawing whole repeats needs the same "
+          "number in every row.")
+    n = counts.pop() if counts else 0
+    target = report.get("target", TARGET)
+    reference = ((report.get("inputs") or {}).get("settings") or {}).get(
+        "reference", "median")
+    measure = min if reference == "fastest" else statistics.median
     by_k = {}
-    for k in range(1, n + 1):
+    for k in range(1, n + 1) if n >= MIN_SUBSAMPLE_REPEATS else ():
       worst = []
       rng = random.Random(f"{seed}/{os.path.basename(path)}/{k}")
       for draw in _draws(n, k, draws, rng):
-        worst.append(max(
-            abs(predicted[name] /
-                statistics.median(runs[name][i] for i in draw) - 1)
-            for name in predicted))
+        measured = {name: measure([runs[name][i] for i in draw])
+                    for name in predicted}
+        # validate_sim's error, the same expression.
+        worst.append(max(abs((predicted[name] - m) / m)
+                         for name, m in measured.items()))
       by_k[k] = {"draws": len(worst),
                  "met": sum(w <= target for w in worst) / len(worst),
                  "median_max": statistics.median(worst)}
-    out[path] = {"repeats": n, "target": target, "by_k": by_k}
+    out[path] = {"repeats": n, "target": target, "reference": reference,
+                 "by_k": by_k}
   return out
 
 
 def format_repeats_needed(needed: Dict[str, Any]) -> str:
-  """`repeats_needed`'s result as text: per report, one line per k."""
-  lines = ["report (repeats): k: share of draws with every row within "
-           "the target, median largest error"]
+  """`repeats_needed`'s result as text: per report, one line per k, and
+  how many reports were left out."""
+  lines = ["  k: draws with every row within the target, median of the "
+           "draws' largest |error|, draws"]
+  left_out = 0
   for path, r in needed.items():
-    lines.append(f"{os.path.basename(path)} ({r['repeats']}):")
+    if not r["by_k"]:
+      left_out += 1
+      continue
+    lines.append(f"{os.path.basename(path)}: {r['repeats']} repeats, target "
+                 f"{r['target'] * 100:.0f}% of each row's {r['reference']}")
     lines.extend(f"  {k:>2}: {d['met'] * 100:5.1f}%  "
-                 f"{d['median_max'] * 100:5.1f}%  ({d['draws']} draws)"
+                 f"{d['median_max'] * 100:5.1f}%  {d['draws']}"
                  for k, d in r["by_k"].items())
+  if left_out:
+    lines.append(f"{left_out} report{'' if left_out == 1 else 's'} left out"
+                 f" (fewer than {MIN_SUBSAMPLE_REPEATS} repeats)")
   return "\n".join(lines)
 
 

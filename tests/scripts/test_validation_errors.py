@@ -1,6 +1,8 @@
-"""Tests of scripts/validation_errors.py on made-up validation reports."""
+"""Tests of scripts/validation_errors.py on made-up validation reports (and
+one committed report)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -224,14 +226,15 @@ def test_repeats_needed_draws_whole_repeats(tmp_path):
   five = _full_report(tmp_path / "five.json", results_dir, {
       "pace@2": (1.0, 1.0), "ddp@1": (1.0, 1.0),
       "priority@1": (None, 9.0)})  # No prediction: not judged.
-  # Fewer repeats than MIN_SUBSAMPLE_REPEATS: left out.
+  # Fewer repeats than MIN_SUBSAMPLE_REPEATS: not drawn.
   short = _full_report(tmp_path / "short.json", _benchmark(
       tmp_path, "short", {"pace@2": [1.0, 2.0, 3.0]}),
                        {"pace@2": (1.0, 2.0)})
   got = validation_errors.repeats_needed([five, short])
-  assert list(got) == [five]
+  assert list(got) == [five, short] and got[short]["by_k"] == {}
   by_k = got[five]["by_k"]
   assert got[five]["repeats"] == 5 and list(by_k) == [1, 2, 3, 4, 5]
+  assert got[five]["reference"] == "median"
   # Alone, the slow repeat misses by 50%; in 4 of the 10 pairs it pulls
   # the median to 1.5 (a third off); from 3 repeats on it is outvoted.
   assert by_k[1] == {"draws": 5, "met": 0.8, "median_max": 0.0}
@@ -241,22 +244,70 @@ def test_repeats_needed_draws_whole_repeats(tmp_path):
   assert by_k[2]["median_max"] == pytest.approx(1 - 1 / 1.025)
   assert by_k[3]["met"] == 1.0 and by_k[5]["draws"] == 1
   text = validation_errors.format_repeats_needed(got)
-  assert "five.json (5):" in text
-  assert "   2:  60.0%    2.4%  (10 draws)" in text.splitlines()
+  assert "five.json: 5 repeats, target 10% of each row's median" in text
+  assert "   2:  60.0%    2.4%  10" in text.splitlines()
+  assert text.splitlines()[-1] == (
+      "1 report left out (fewer than 5 repeats)")
+
+
+def test_repeats_needed_of_all_repeats_is_the_report(tmp_path):
+  # A committed report of 9 repeats: drawing all 9 gives its own error.
+  path = os.path.join(
+      scripts.REPO, "benchmarks", "simulation", "validation",
+      "2026-12-07-vgg_small-2gbit-heap-tensorflow-settled-b.json")
+  with open(path) as f:
+    report = json.load(f)
+  (got,) = validation_errors.repeats_needed([path]).values()
+  assert got["repeats"] == 9
+  assert got["by_k"][9]["median_max"] == pytest.approx(
+      report["max_abs_error"], abs=1e-12)
+  assert got["by_k"][9]["met"] == (report["max_abs_error"] <= 0.10)
+  # Judged by the fastest run of a draw, as validate_sim's
+  # --reference=fastest judges a row.
+  results_dir = _benchmark(tmp_path, "fast", {"pace@2": [1.0, 1.2, 1.1,
+                                                         1.3, 1.4]})
+  fastest = _full_report(tmp_path / "fast.json", results_dir,
+                         {"pace@2": (1.05, 1.0)})
+  with open(fastest) as f:
+    report = json.load(f)
+  report["inputs"]["settings"] = {"reference": "fastest"}
+  with open(fastest, "w") as f:
+    json.dump(report, f)
+  got = validation_errors.repeats_needed([fastest])[fastest]
+  assert got["reference"] == "fastest"
+  assert got["by_k"][5]["median_max"] == pytest.approx(0.05)
+
+
+def test_repeats_needed_refuses_rows_of_unequal_repeats(tmp_path):
+  results_dir = _benchmark(tmp_path, "ragged", {
+      "pace@2": [1.0] * 5, "ddp@1": [1.0] * 4})
+  path = _full_report(tmp_path / "ragged.json", results_dir,
+                      {"pace@2": (1.0, 1.0), "ddp@1": (1.0, 1.0)})
+  with pytest.raises(ValueError, match=r"ran \[4, 5\] repeats"):
+    validation_errors.repeats_needed([path])
 
 
 def test_repeats_needed_samples_when_there_are_many_draws(tmp_path):
   results_dir = _benchmark(tmp_path, "six", {"pace@2": [1.0] * 5 + [3.0]})
   path = _full_report(tmp_path / "six.json", results_dir,
                       {"pace@2": (1.0, 1.0)})
-  # 6 choose 3 is 20 subsets: with at most 7 draws, 7 are drawn, the
-  # same ones for the same seed.
+  other = _full_report(tmp_path / "other.json", results_dir,
+                       {"pace@2": (2.0, 1.0)})
+  # 6 choose 2 is 15 pairs: with at most 7 draws, 7 are drawn, the same
+  # ones for the same seed whatever other reports are given.
   got = validation_errors.repeats_needed([path], draws=7, seed=3)
-  assert got[path]["by_k"][3]["draws"] == 7
+  assert got[path]["by_k"][2]["draws"] == 7
   assert got[path]["by_k"][6]["draws"] == 1
   assert got == validation_errors.repeats_needed([path], draws=7, seed=3)
-  # A k-subset holds the slow repeat at most once: a median of 3 is
-  # always 1.0, a single draw misses when it is the slow one.
+  assert validation_errors.repeats_needed(
+      [other, path], draws=7, seed=3)[path] == got[path]
+  # A pair misses when it holds the slow repeat (5 of the 15): which
+  # pairs are drawn follows the seed.
+  shares = {validation_errors.repeats_needed(
+      [path], draws=7, seed=s)[path]["by_k"][2]["met"] for s in range(10)}
+  assert len(shares) > 1 and shares <= {i / 7 for i in range(8)}
+  # A 3-subset holds the slow repeat at most once: its median is always
+  # 1.0; a single draw misses when it is the slow one.
   assert got[path]["by_k"][3]["met"] == 1.0
   assert got[path]["by_k"][1]["met"] == pytest.approx(5 / 6)
 
@@ -268,6 +319,6 @@ def test_cli_prints_the_repeats_needed(tmp_path):
   reports = str(tmp_path / "*.json")
   out = _cli("--repeats_needed", reports).stdout
   # Predicted 20% high: only the draw of the slow repeat alone meets it.
-  assert "   1:  20.0%   20.0%  (5 draws)" in out.splitlines()
+  assert "   1:  20.0%   20.0%  5" in out.splitlines()
   both = _cli("--repeats_needed", "--misses", reports, check=False)
   assert both.returncode != 0 and "mutually exclusive" in both.stderr
