@@ -628,7 +628,7 @@ class _DirectoryInputs:
     results: its results.json, with the fastest compute_s and comm_s under
       --reference=fastest.
     setup: `results_files.benchmark_setup`.
-    row_settings: details.json's settings of each row (its bench.py args).
+    bench_args: details.json's settings of each row (its bench.py args).
     plans_dir: where the rows' recorded plans are.
     base_dag: the training DAG, its per-op times scaled to the measured
       compute (without a profile.json).
@@ -662,7 +662,7 @@ class _DirectoryInputs:
   results_dir: str
   results: Dict[str, Any]
   setup: Dict[str, Any]
-  row_settings: Dict[str, Any]
+  bench_args: Dict[str, Any]
   plans_dir: str
   base_dag: Any
   has_profile: bool
@@ -751,12 +751,12 @@ class _LoneFit(NamedTuple):
   """The row's model at the scale `_lone_fit` settled on.
 
   Attributes:
-    row: the model and what it was built from.
+    scaled: the model and what it was built from.
     scale: the scale of the inputs measured alone.
     ratio: the in-situ over modelled ratio at it (`_lone_ratio`), or None.
     ratios: {trace: its ratio} at the first scale that gave any.
   """
-  row: _ScaledModel
+  scaled: _ScaledModel
   scale: float
   ratio: Optional[float]
   ratios: Dict[str, float]
@@ -769,7 +769,7 @@ class _Overhead(NamedTuple):
     model: the row's final `ExecutionModel`.
     overhead: the overhead before it is floored at 0, or None.
     per_tensor: the seconds per queued tensor update, or None.
-    sparse_tail: the median tail modelled after the last collective.
+    sparse_tail: the median tail modelled after the last collective, or None.
   """
   model: Any
   overhead: Optional[float]
@@ -986,13 +986,13 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
   warmup = int(results_files.command_flag(results, "warmup_steps", "8"))
   lags = probe_inputs.start_lags(results_dir, traces)
   late = probe_inputs.late_counts(lags, warmup) if penalty else {}
-  row_settings = details.get("settings") or {}
+  bench_args = details.get("settings") or {}
   plans_dir = os.path.join(results_dir, "plans")
   blocks_of = {name: trace_calibration.trace_blocks(trace)
                for name, trace in traces.items()}
   # bench.py kept each row's median run's traces (else its last run's).
   median_traces = "trace_runs" in details
-  traced = _traced_rows(results, row_settings, plans_dir, base_dag, cost,
+  traced = _traced_rows(results, bench_args, plans_dir, base_dag, cost,
                         setup["workers"], blocks_of,
                         traces_of_median_runs=median_traces)
   lone_in_situ = (_lone_in_situ(results_dir, traces, warmup, traced,
@@ -1009,7 +1009,7 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
                    "(scripts/bench_step_profile.py), for this model")
   return _DirectoryInputs(
       results_dir=results_dir, results=results, setup=setup,
-      row_settings=row_settings, plans_dir=plans_dir, base_dag=base_dag,
+      bench_args=bench_args, plans_dir=plans_dir, base_dag=base_dag,
       has_profile=has_profile, compute_source=compute_source,
       compute_scale=compute_scale,
       # Without sparse gradients the model puts nothing after a block's
@@ -1141,16 +1141,17 @@ def _lone_fit(base_model, fit: _RowFit, lateness: _Lateness,
   """
   scale, ratio, ratios, tried = 1.0, None, {}, []
   while True:
-    row = _scaled_model(scale, base_model, fit, lateness.weight, inputs,
+    scaled = _scaled_model(scale, base_model, fit, lateness.weight, inputs,
                         settings)
     if not lateness.lone_rows:
       break
     # The ratio of the model just built: the one reported.
     ratio, first = _lone_ratio(
         inputs.lone_in_situ,
-        {t: _penalty(row.points, w, row.cost, row.cpu, inputs.link_burst)
+        {t: _penalty(scaled.points, w, scaled.cost, scaled.cpu,
+                     inputs.link_burst)
          for t, w in lateness.lone_rows.items()},
-        inputs.traced, fit.dag, row.cost, row.model)
+        inputs.traced, fit.dag, scaled.cost, scaled.model)
     ratios = ratios or first
     if ratio is None or len(tried) == LONE_PASSES or abs(ratio - 1) <= (
         settings.lone_tolerance if not tried else LONE_CONVERGED):
@@ -1160,11 +1161,11 @@ def _lone_fit(base_model, fit: _RowFit, lateness: _Lateness,
     if scale == tried[-1][0]:
       # Held at LONE_MAX_SCALE: another pass would build this model again.
       break
-  return _LoneFit(row, scale, ratio, ratios)
+  return _LoneFit(scaled, scale, ratio, ratios)
 
 
 def _block_overhead(unroll: int, plan, fit: _RowFit,
-                    row: _ScaledModel, lag: Optional[float],
+                    scaled: _ScaledModel, lag: Optional[float],
                     inputs: _DirectoryInputs,
                     settings: _RowSettings) -> _Overhead:
   """The row's model with its block start-up and per-block overhead.
@@ -1173,7 +1174,7 @@ def _block_overhead(unroll: int, plan, fit: _RowFit,
     unroll: the row's K.
     plan: the row's plan.
     fit: the row's `_RowFit`.
-    row: the row's model so far (`_lone_fit`).
+    scaled: the row's model so far (`_lone_fit`).
     lag: the row's expected start lag of task 0, or None.
     inputs: the directory's inputs.
     settings: the parsed settings.
@@ -1186,11 +1187,11 @@ def _block_overhead(unroll: int, plan, fit: _RowFit,
   overhead = None if given is None else given * 1e-3
   if overhead is None and fit.calib["tails"]:
     overhead, per_tensor, sparse_tail = _fitted_overhead(
-        fit.dag, row.cost, row.model, fit.calib, inputs.traced, inputs.lags,
-        inputs.sparse, inputs.setup["workers"], unroll)
-  model = dataclasses.replace(row.model, block_startup=fit.startup)
+        fit.dag, scaled.cost, scaled.model, fit.calib, inputs.traced,
+        inputs.lags, inputs.sparse, inputs.setup["workers"], unroll)
+  model = dataclasses.replace(scaled.model, block_startup=fit.startup)
   if per_tensor:
-    overhead += row_plans.queued_updates(fit.dag, row.cost, plan, model,
+    overhead += row_plans.queued_updates(fit.dag, scaled.cost, plan, model,
                                          per_tensor)
   if overhead is not None and given is None and lag:
     # The tails were fitted without task 0's lag: this row's expected.
@@ -1206,21 +1207,21 @@ def _calibration_report(fit: _RowFit, lateness: _Lateness, lone: _LoneFit,
   # pylint: disable=g-import-not-at-top
   from tf_preempt.plan import execution
   # pylint: enable=g-import-not-at-top
-  row, calib = lone.row, fit.calib
+  scaled, calib = lone.scaled, fit.calib
   return {"forward_share": fit.forward_share,
-          "comm_cpu_share": row.comm_cpu_share,
+          "comm_cpu_share": scaled.comm_cpu_share,
           "bytes_cpu_share": overhead.model.bytes_cpu_share,
-          "overlap_traces": len(row.overlap_samples),
+          "overlap_traces": len(scaled.overlap_samples),
           "block_overhead_s": overhead.overhead,
           "block_startup_s": fit.startup,
           "task0_late_share": lateness.weight,
           "task0_expected_lag_s": lateness.lag,
-          "order_penalty": [list(p) for p in row.penalty],
+          "order_penalty": [list(p) for p in scaled.penalty],
           "order_penalty_whole_s": (
               execution.order_penalty_seconds(
-                  row.penalty,
-                  row.cost.beta * inputs.total_bytes / 2 - inputs.link_burst)
-              if row.penalty else None),
+                  scaled.penalty,
+                  scaled.cost.beta * inputs.total_bytes / 2 - inputs.link_burst)
+              if scaled.penalty else None),
           "overhead_per_tensor_s": overhead.per_tensor,
           "lone_scale": lone.scale,
           "lone_ratio": lone.ratio,
@@ -1229,8 +1230,8 @@ def _calibration_report(fit: _RowFit, lateness: _Lateness, lone: _LoneFit,
           "sparse_tail_s": overhead.sparse_tail,
           "from_traces": calib["rows"],
           "small_collective_s": calib["small_s"],
-          "alpha_s": row.cost.alpha,
-          "cpu_fixed_s": None if row.cpu is None else row.cpu.alpha,
+          "alpha_s": scaled.cost.alpha,
+          "cpu_fixed_s": None if scaled.cpu is None else scaled.cpu.alpha,
           "heads": [{"unroll": k, "first_ready_fraction": f, "head_s": h}
                     for k, f, h in fit.heads],
           "tail_s_by_trace": {
@@ -1288,7 +1289,7 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
   trace = results_files.trace_name(name)
   fit = _row_fit(trace, unroll, inputs, settings)
   dag, workers = fit.dag, inputs.setup["workers"]
-  args = (inputs.row_settings.get(name) or {}).get("args") or ()
+  args = (inputs.bench_args.get(name) or {}).get("args") or ()
   plan, plan_source = row_plans.row_plan(inputs.plans_dir, name, scheduler,
                                          args, dag, inputs.cost, workers)
   given = row_plans.given_flags(args)
@@ -1302,10 +1303,10 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
       latency_behind_bytes=settings.latency_behind_bytes,
       early_compute=min(inputs.early, dag.forward_length()))
   lone = _lone_fit(base_model, fit, lateness, inputs, settings)
-  overhead = _block_overhead(unroll, plan, fit, lone.row, lateness.lag,
+  overhead = _block_overhead(unroll, plan, fit, lone.scaled, lateness.lag,
                              inputs, settings)
   model = overhead.model
-  run = execution.execute(dag, lone.row.cost, plan, model)
+  run = execution.execute(dag, lone.scaled.cost, plan, model)
   predicted = run.step_time
   entry.update(
       predicted_s=predicted, error=(predicted - measured) / measured,
@@ -1328,9 +1329,9 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
 
 
 def _report(rows: Dict[str, Any], stand_in_plans: bool,
-            inputs: _DirectoryInputs, settings: Dict[str, Any]
+            inputs: _DirectoryInputs, arguments: Dict[str, Any]
             ) -> Dict[str, Any]:
-  """`validate`'s report of its `rows`; `settings` are its arguments."""
+  """`validate`'s report of its `rows`, its `arguments` as the settings."""
   # pylint: disable=g-import-not-at-top
   from tf_preempt.plan import execution
   # pylint: enable=g-import-not-at-top
@@ -1382,7 +1383,7 @@ def _report(rows: Dict[str, Any], stand_in_plans: bool,
                  "lone_in_situ": {
                      t: v for t, v in sorted(inputs.lone_in_situ.items())
                      if t not in inputs.traced.disturbed},
-                 "settings": settings,
+                 "settings": arguments,
                  "measured_compute_s": inputs.results["compute_s"],
                  "measured_comm_s": inputs.results["comm_s"],
                  "simulated_comm_s": float(execution.repeated_seconds(
