@@ -145,6 +145,18 @@ the runtime issues of it (`per_tensor_collectives`, `model_tail`,
 `first_ready_fraction`). This script puts them together (`validate`) and
 prints the table (`format_table`).
 
+A check, not the default: --compute_from=traces scales the compute alone
+by the factor that makes the model's first backward pass end, in the
+median over the rows, where the rows' traces end it (`first_step`, which
+the report gives every row for reading), in up to `COMPUTE_PASSES`
+passes. It stops, the ratio still off 1, where a pass does not move it:
+the block start-ups are fitted to the other rows' traced heads (a block's
+start to its first ready gradient), so where the heads end near the
+backward pass's end (one collective after it) they absorb the factor. It
+uses every row's own trace, so it is not leave-one-out: it says how much
+of a directory's common offset the compute accounts for
+(benchmarks/simulation/README.md), not how well the rows are predicted.
+
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
 
@@ -198,6 +210,15 @@ LONE_MAX_STEP = math.log(2.0)
 # off their training run are not a matter of scale (the factors found on
 # real runs are 0.66-0.86); the ratio reported then stays off 1.
 LONE_MAX_SCALE = 4.0
+# --compute_from=traces: passes over every row at most, and how close to 1
+# the rows' median traced over modelled backward end must come. The passes
+# also stop where a pass moved that ratio by less than COMPUTE_CONVERGED:
+# the block start-ups, fitted to the other rows' traced heads, absorb the
+# factor (a block's head is its start-up, forward pass and the backward
+# pass up to its first ready gradient), so the backward end does not
+# follow it.
+COMPUTE_PASSES = 5
+COMPUTE_CONVERGED = 0.005
 
 FLAGS = flags.FLAGS
 
@@ -268,6 +289,14 @@ def define_flags() -> None:
                     "alone and communication alone from: the median (the "
                     "issue's metric) or the fastest (the least disturbed "
                     "on a shared machine).")
+  flags.DEFINE_enum("compute_from", "compute_alone",
+                    ["compute_alone", "traces"],
+                    "What the DAG's compute is scaled to: the measured "
+                    "compute alone (compute_s), or, a check that is not "
+                    "the default, that times the factor that brings the "
+                    "rows' median first backward end in the traces to "
+                    "the model's (first_step), found by passes over all "
+                    "rows, each row's own trace included.")
 
 
 def _setting(value: str, name: str) -> Optional[float]:
@@ -819,8 +848,9 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
 
 
 def _check_choices(lone_collective: str, lone_tolerance: float,
-                   reference: str) -> None:
-  """Checks `validate`'s lone_collective, lone_tolerance and reference.
+                   reference: str, compute_from: str) -> None:
+  """Checks `validate`'s lone_collective, lone_tolerance, reference and
+  compute_from.
 
   Raises:
     ValueError: on a bad one.
@@ -833,10 +863,14 @@ def _check_choices(lone_collective: str, lone_tolerance: float,
                      "fraction")
   if reference not in ("median", "fastest"):
     raise ValueError(f"reference={reference!r}: 'median' or 'fastest'")
+  if compute_from not in ("compute_alone", "traces"):
+    raise ValueError(f"compute_from={compute_from!r}: 'compute_alone' or "
+                     "'traces'")
 
 
 def _training_dag(results_dir: str, results: Dict[str, Any],
-                  setup: Dict[str, Any], gpu: str, layer_times: str):
+                  setup: Dict[str, Any], gpu: str, layer_times: str,
+                  compute_factor: float = 1.0):
   """The DAG of one training step, with the directory's per-op times.
 
   Args:
@@ -845,6 +879,8 @@ def _training_dag(results_dir: str, results: Dict[str, Any],
     setup: `results_files.benchmark_setup`.
     gpu: GPU of the FLOPs model.
     layer_times: "flops" or "measured"; see `validate`.
+    compute_factor: the per-op times' factor beyond the measured ones
+      (--compute_from=traces).
 
   Returns:
     (the DAG, whether profile.json gave its times, where they came from,
@@ -865,21 +901,24 @@ def _training_dag(results_dir: str, results: Dict[str, Any],
   if layer_times not in ("flops", "measured"):
     raise ValueError(f"layer_times={layer_times!r}: 'flops' or 'measured'")
   if has_profile:
-    return base_dag, True, "profile.json", 1.0, []
+    return (base_dag if compute_factor == 1.0 else
+            row_plans.scaled(base_dag, compute_factor), True,
+            "profile.json" + _factor_note(compute_factor), compute_factor, [])
   shares, shares_source = (None, "") if layer_times == "flops" else (
       probe_inputs.layer_shares(results_dir, setup["model"]))
   if shares is not None:
     # The layers' measured shares of the step (on a CPU like the
     # benchmark's), in place of the GPU FLOPs model's, in its units.
     base_dag = row_plans.with_shares(base_dag, shares)
-  scale = results["compute_s"] / (base_dag.backward_end() +
-                                  base_dag.forward_length())
+  scale = compute_factor * results["compute_s"] / (
+      base_dag.backward_end() + base_dag.forward_length())
   base_dag = row_plans.scaled(base_dag, scale)
   compute_source = (
       f"{gpu} FLOPs model" if shares is None else
       f"each layer's measured share of the step ({shares_source})") + (
           f" scaled to the measured compute_s "
-          f"{results['compute_s'] * 1e3:.1f} ms")
+          f"{results['compute_s'] * 1e3:.1f} ms") + _factor_note(
+              compute_factor)
   missing = ["profile.json: measured seconds of every forward and backward "
              "op of one step, {op name: seconds} with the op names of "
              "tf_preempt.profile.model_to_dag (e.g. from "
@@ -887,6 +926,11 @@ def _training_dag(results_dir: str, results: Dict[str, Any],
                  "; the step profile's shares stand in" if shares
                  is not None else "")]
   return base_dag, False, compute_source, scale, missing
+
+
+def _factor_note(compute_factor: float) -> str:
+  return ("" if compute_factor == 1.0 else
+          f", times {compute_factor:.3f} (--compute_from=traces)")
 
 
 def _collective_costs(results_dir: str, results: Dict[str, Any], traces,
@@ -959,10 +1003,11 @@ def _lone_in_situ(results_dir: str, traces, warmup: int,
 def _directory_inputs(results_dir: str, results: Dict[str, Any],
                       details: Dict[str, Any], gpu: str, cost_fallback: str,
                       cpu_cost: str, order_penalty: str, layer_times: str,
-                      lone_collective: str, reference: str
-                      ) -> _DirectoryInputs:
+                      lone_collective: str, reference: str,
+                      compute_factor: float = 1.0) -> _DirectoryInputs:
   """Loads and derives what every row's prediction takes from the
-  directory; the arguments are `validate`'s.
+  directory; the arguments are `validate`'s, and `_training_dag`'s
+  compute_factor.
 
   Raises:
     ValueError: on a bad `layer_times`.
@@ -972,7 +1017,8 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
   traces = results_files.worker0_traces(results_dir)
   setup = results_files.benchmark_setup(results, traces, details)
   base_dag, has_profile, compute_source, compute_scale, missing = (
-      _training_dag(results_dir, results, setup, gpu, layer_times))
+      _training_dag(results_dir, results, setup, gpu, layer_times,
+                    compute_factor))
   total_bytes = sum(t.nbytes for t in base_dag.tensors)
   cost, cost_source, cpu, cpu_source, cost_missing = _collective_costs(
       results_dir, results, traces, setup, total_bytes, cost_fallback,
@@ -1410,7 +1456,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              latency_behind_bytes: bool = True,
              layer_times: str = "flops",
              lone_collective: str = "traces",
-             lone_tolerance: float = LONE_TOLERANCE) -> Dict[str, Any]:
+             lone_tolerance: float = LONE_TOLERANCE,
+             compute_from: str = "compute_alone") -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
@@ -1441,6 +1488,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       than `lone_tolerance` longer or shorter, `_lone_ratio`) or "none".
     lone_tolerance: that fraction (`LONE_TOLERANCE`, whose comment says
       why).
+    compute_from: "compute_alone" (the DAG's compute is the measured
+      compute alone) or "traces" (that times the factor that brings the
+      rows' median traced over modelled first backward end to 1, found by
+      up to `COMPUTE_PASSES` passes over all rows, fewer where a pass does
+      not move it: a check of how much of the errors the compute
+      explains, not the default).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -1457,15 +1510,30 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
                            latency_behind_bytes, lone_tolerance)
   details = results_files.read_json(os.path.join(results_dir,
                                                  "details.json")) or {}
-  _check_choices(lone_collective, lone_tolerance, reference)
-  inputs = _directory_inputs(results_dir, results, details, gpu,
-                             cost_fallback, cpu_cost, order_penalty,
-                             layer_times, lone_collective, reference)
-  rows, stand_in_plans = {}, False
-  for name, row in inputs.results["schedulers"].items():
-    rows[name], stand_in = _predicted_row(name, row, inputs, settings)
-    stand_in_plans |= stand_in
-  return _report(rows, stand_in_plans, inputs, {
+  _check_choices(lone_collective, lone_tolerance, reference, compute_from)
+  factor, passes = 1.0, []
+  while True:
+    inputs = _directory_inputs(results_dir, results, details, gpu,
+                               cost_fallback, cpu_cost, order_penalty,
+                               layer_times, lone_collective, reference,
+                               factor)
+    rows, stand_in_plans = {}, False
+    for name, row in inputs.results["schedulers"].items():
+      rows[name], stand_in = _predicted_row(name, row, inputs, settings)
+      stand_in_plans |= stand_in
+    if compute_from == "compute_alone":
+      break
+    ratio = _traced_over_modelled(rows)
+    moved = (len(passes) == 0 or ratio is None or abs(
+        ratio - passes[-1]["traced_over_modelled"]) >= COMPUTE_CONVERGED)
+    passes.append({"factor": factor, "traced_over_modelled": ratio})
+    if (ratio is None or abs(ratio - 1) <= COMPUTE_CONVERGED or not moved or
+        len(passes) == COMPUTE_PASSES):
+      break
+    factor *= ratio
+  arguments = {} if compute_from == "compute_alone" else {
+      "compute_from": compute_from}
+  report = _report(rows, stand_in_plans, inputs, {
       "cost_fallback": cost_fallback, "cpu_cost": cpu_cost,
       "comm_cpu_share": comm_cpu_share, "bytes_cpu_share": bytes_cpu_share,
       "block_overhead_ms": block_overhead_ms,
@@ -1473,11 +1541,42 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       "layer_times": layer_times, "reference": reference,
       "order_penalty": order_penalty,
       "latency_behind_bytes": latency_behind_bytes,
-      "lone_collective": lone_collective, "lone_tolerance": lone_tolerance})
+      "lone_collective": lone_collective, "lone_tolerance": lone_tolerance,
+      **arguments})
+  if passes:
+    report["inputs"]["compute_from_traces"] = passes
+  return report
+
+
+def _traced_over_modelled(rows: Dict[str, Any]) -> Optional[float]:
+  """The median over `rows` of each one's first backward end in its traces
+  over the model's (`first_step`), or None where no row has both."""
+  ratios = [step["trace"]["backward_end_s"] / step["model"]["backward_end_s"]
+            for step in (r.get("first_step") for r in rows.values())
+            if step and step["trace"] and step["model"]["backward_end_s"] > 0]
+  return statistics.median(ratios) if ratios else None
 
 
 def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:
   return "-" if x is None else fmt.format(x * 1e3)
+
+
+def _compute_passes_lines(passes: Optional[List[Dict[str, Any]]]
+                          ) -> List[str]:
+  """The table's line on --compute_from=traces's passes, if it ran."""
+  if not passes:
+    return []
+  last = passes[-1]["traced_over_modelled"]
+  settled = last is not None and abs(last - 1) <= COMPUTE_CONVERGED
+  return ["- Compute from the traces, the rows' median first backward end "
+          "traced over modelled, by the factor on the compute alone: " +
+          ", ".join(f"x{p['factor']:.3f} gives " + (
+              "no trace" if p["traced_over_modelled"] is None else
+              f"{p['traced_over_modelled']:.3f}") for p in passes) +
+          ("." if settled else
+           f"; NOT 1: the rows above are at x{passes[-1]['factor']:.3f}, "
+           "the backward end did not follow the compute (the fitted block "
+           "start-ups absorb it) or the passes ran out.")]
 
 
 def format_table(report: Dict[str, Any]) -> str:
@@ -1491,6 +1590,7 @@ def format_table(report: Dict[str, Any]) -> str:
       f"batch {s['global_batch_size']} ({inputs['results_dir']}).",
       "",
       f"- Per-op times: {inputs['compute']}.",
+      *_compute_passes_lines(inputs.get("compute_from_traces")),
       f"- Cost of a collective alone: alpha "
       f"{inputs['cost_model']['alpha'] * 1e3:.3f} ms, beta "
       f"{inputs['cost_model']['beta'] * 1e9:.3f} ns/B "
@@ -1645,7 +1745,8 @@ def main(argv: Sequence[str]) -> None:
                       order_penalty=FLAGS.order_penalty,
                       latency_behind_bytes=FLAGS.latency_behind_bytes,
                       lone_collective=FLAGS.lone_collective,
-                      lone_tolerance=FLAGS.lone_tolerance)
+                      lone_tolerance=FLAGS.lone_tolerance,
+                      compute_from=FLAGS.compute_from)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None
          else FLAGS.out)

@@ -444,21 +444,33 @@ def repeats_needed(paths: Sequence[str], draws: int = DRAWS,
         "reference", "median")
     measure = min if reference == "fastest" else statistics.median
     by_k = {}
-    for k in range(1, n + 1) if n >= MIN_SUBSAMPLE_REPEATS else ():
-      worst = []
-      rng = random.Random(f"{seed}/{os.path.basename(path)}/{k}")
-      for draw in _draws(n, k, draws, rng):
-        measured = {name: measure([runs[name][i] for i in draw])
-                    for name in predicted}
-        # validate_sim's error, the same expression.
-        worst.append(max(abs((predicted[name] - m) / m)
-                         for name, m in measured.items()))
-      by_k[k] = {"draws": len(worst),
-                 "met": sum(w <= target for w in worst) / len(worst),
-                 "median_max": statistics.median(worst)}
+    if n >= MIN_SUBSAMPLE_REPEATS:
+      by_k = {k: _drawn_errors(
+                  predicted, runs, _draws(n, k, draws, random.Random(
+                      f"{seed}/{os.path.basename(path)}/{k}")),
+                  measure, target)
+              for k in range(1, n + 1)}
     out[path] = {"repeats": n, "target": target, "reference": reference,
                  "by_k": by_k}
   return out
+
+
+def _drawn_errors(predicted: Dict[str, float],
+                  runs: Dict[str, List[float]],
+                  draws: Sequence[Sequence[int]], measure, target: float
+                  ) -> Dict[str, Any]:
+  """`repeats_needed`'s figures for one k: each draw's rows measured by
+  `measure` over the draw's repeats, against their predictions."""
+  worst = []
+  for draw in draws:
+    measured = {name: measure([runs[name][i] for i in draw])
+                for name in predicted}
+    # validate_sim's error, the same expression.
+    worst.append(max(abs((predicted[name] - m) / m)
+                     for name, m in measured.items()))
+  return {"draws": len(worst),
+          "met": sum(w <= target for w in worst) / len(worst),
+          "median_max": statistics.median(worst)}
 
 
 def format_repeats_needed(needed: Dict[str, Any]) -> str:

@@ -1003,3 +1003,90 @@ def test_lone_tolerance_decides_which_differences_rescale(tmp_path):
             ) == rescaled
   with pytest.raises(ValueError, match="lone_tolerance"):
     validate_sim.validate(str(tmp_path), lone_tolerance=0)
+
+
+def _backward_pass_bench(path, backward_end_ms):
+  """horovod@1 and ddp@1 of a vgg_small directory, each traced with one
+  block whose last gradient is ready `backward_end_ms` into it."""
+  _write_vgg_rows(path, {"horovod@1": _row(0.10), "ddp@1": _row(0.10)},
+                  "200mbit")
+  ms = 1000.0
+  for name in ("horovod_k1", "ddp_k1"):
+    trace = bench_records.trace(
+        [bench_records.block(0, 0, 1000 * ms),
+         bench_records.block(1, 1000 * ms, 100 * ms)],
+        [bench_records.collective(3, 0, 1 << 20, 1010 * ms, 1010 * ms,
+                                  10 * ms),
+         bench_records.collective(3, 1, 1 << 20, (1000 + backward_end_ms) *
+                                  ms, (1000 + backward_end_ms) * ms,
+                                  10 * ms)])
+    (path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(trace))
+
+
+def test_compute_from_traces_matches_the_traced_backward_pass(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  # The compute alone is 50 ms; the traces' backward passes end 60 ms in.
+  _backward_pass_bench(tmp_path, 60)
+  alone = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  traced = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                                 compute_from="traces")
+  # Without the flag the report and table are as before it.
+  assert "compute_from_traces" not in alone["inputs"]
+  assert "compute_from" not in alone["inputs"]["settings"]
+  assert "Compute from the traces" not in validate_sim.format_table(alone)
+  passes = traced["inputs"]["compute_from_traces"]
+  # The first pass is the default's model; the compute grows until the
+  # model's backward pass ends where the traces' do.
+  assert passes[0]["factor"] == 1.0
+  assert passes[0]["traced_over_modelled"] == pytest.approx(
+      validate_sim._traced_over_modelled(alone["rows"]))
+  # No start-up before the blocks' first ready gradient (10 ms in, within
+  # the forward pass): the model's backward pass ends at the compute
+  # alone, 50 ms, and one pass at 60/50 brings it to the traces'.
+  assert passes[0]["traced_over_modelled"] == pytest.approx(60 / 50)
+  assert len(passes) == 2
+  assert passes[1]["traced_over_modelled"] == pytest.approx(1.0)
+  factor = passes[-1]["factor"]
+  assert factor == pytest.approx(60 / 50)
+  assert traced["inputs"]["compute_scale"] == pytest.approx(
+      factor * alone["inputs"]["compute_scale"])
+  assert f"times {factor:.3f} (--compute_from=traces)" in (
+      traced["inputs"]["compute"])
+  for name, row in traced["rows"].items():
+    assert row["first_step"]["model"]["backward_end_s"] > (
+        alone["rows"][name]["first_step"]["model"]["backward_end_s"])
+    assert row["predicted_s"] > alone["rows"][name]["predicted_s"]
+  assert traced["inputs"]["settings"]["compute_from"] == "traces"
+  assert "Compute from the traces" in validate_sim.format_table(traced)
+  with pytest.raises(ValueError, match="compute_from"):
+    validate_sim.validate(str(tmp_path), compute_from="trace")
+
+
+def test_compute_from_traces_stops_after_its_passes(tmp_path, monkeypatch):
+  validate_sim = scripts.load_script("validate_sim")
+  _backward_pass_bench(tmp_path, 60)
+  monkeypatch.setattr(validate_sim, "COMPUTE_PASSES", 1)
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                                 compute_from="traces")
+  passes = report["inputs"]["compute_from_traces"]
+  assert len(passes) == 1 and passes[0]["factor"] == 1.0
+  assert "NOT 1: the rows above are at x1.000" in (
+      validate_sim.format_table(report))
+
+
+def test_compute_from_traces_stops_where_a_pass_does_not_move_it(
+    tmp_path, monkeypatch):
+  # Where the fitted start-ups absorb the factor the backward end stays
+  # put: the second pass finds the same ratio, and a third would too.
+  validate_sim = scripts.load_script("validate_sim")
+  _backward_pass_bench(tmp_path, 60)
+  monkeypatch.setattr(validate_sim, "_traced_over_modelled",
+                      lambda rows: 0.9)
+  report = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                                 compute_from="traces")
+  assert report["inputs"]["compute_from_traces"] == [
+      {"factor": 1.0, "traced_over_modelled": 0.9},
+      {"factor": 0.9, "traced_over_modelled": 0.9}]
+  assert "NOT 1: the rows above are at x0.900" in (
+      validate_sim.format_table(report))
