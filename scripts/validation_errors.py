@@ -48,6 +48,14 @@ largest error. The prediction is held fixed (its inputs came from all
 the repeats), so this is the measured side's noise alone; and draws of
 nearly all N repeats overlap, so only k well below N says what a fresh
 run of k repeats would give.
+
+With --offsets it asks how much the errors of a report share: per report,
+its rows' mean log error (the common offset; log(1 + error), so that
++10% and -10% of a step weigh alike), their standard deviation around it
+(the spread) and the median over its rows of the first backward pass's
+end in the row's traces over the model's (`first_step` in the report);
+then, over the reports with both, the correlation of the offset with the
+log of that ratio and the least-squares slope of one on the other.
 """
 
 import glob
@@ -74,6 +82,10 @@ _TIME_CORRELATION = flags.DEFINE_bool(
     "time_correlation", False, "Correlate each run's deviation with the "
     "runs that followed it (details.json, in run order) instead of the "
     "per-row summary.")
+_OFFSETS = flags.DEFINE_bool(
+    "offsets", False, "Each report's common offset, its spread, and how "
+    "the offsets follow the traced over modelled backward pass, instead "
+    "of the per-row summary.")
 _REPEATS_NEEDED = flags.DEFINE_bool(
     "repeats_needed", False, "For draws of k of each directory's repeats, "
     "how often every row's median meets the prediction's target, instead "
@@ -494,6 +506,66 @@ def format_repeats_needed(needed: Dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
+def offsets(paths: Sequence[str]) -> Dict[str, Any]:
+  """Each report's common offset, and how the offsets follow the compute.
+
+  Args:
+    paths: `scripts/validate_sim.py --json` reports.
+
+  Returns:
+    {"reports": {path: {"rows": how many predicted, "offset": their mean
+    log(1 + error), "spread": the standard deviation around it (None
+    with one row), "traced_over_modelled": the median over the rows with
+    a trace of `first_step`'s traced over modelled backward_end_s (None
+    without one)}}, "pairs": the reports with both, "correlation": of
+    the offset with log(traced_over_modelled), "slope": the offset's
+    least-squares slope on it}; None where there is too little to
+    compute either.
+  """
+  reports, pairs = {}, []
+  for path in paths:
+    rows = [r for r in _load(path)["rows"].values()
+            if r.get("error") is not None]
+    if not rows:
+      continue
+    logs = [math.log1p(r["error"]) for r in rows]
+    ratios = [step["trace"]["backward_end_s"] /
+              step["model"]["backward_end_s"]
+              for step in (r.get("first_step") for r in rows)
+              if step and step.get("trace") and
+              step["model"]["backward_end_s"] > 0]
+    ratio = statistics.median(ratios) if ratios else None
+    offset = statistics.mean(logs)
+    reports[path] = {
+        "rows": len(rows), "offset": offset,
+        "spread": statistics.stdev(logs) if len(logs) > 1 else None,
+        "traced_over_modelled": ratio}
+    if ratio is not None:
+      pairs.append((math.log(ratio), offset))
+  slope = None
+  if _correlation(pairs) is not None:
+    slope = statistics.linear_regression(*zip(*pairs)).slope
+  return {"reports": reports, "pairs": len(pairs),
+          "correlation": _correlation(pairs), "slope": slope}
+
+
+def format_offsets(found: Dict[str, Any]) -> str:
+  """`offsets`'s result as text: one line per report, then the fit."""
+  lines = ["report: rows, offset (mean log error), spread, traced over "
+           "modelled backward end"]
+  for path, r in found["reports"].items():
+    spread = "-" if r["spread"] is None else f"{r['spread'] * 100:.1f}%"
+    ratio = ("-" if r["traced_over_modelled"] is None else
+             f"{r['traced_over_modelled']:.3f}")
+    lines.append(f"{os.path.basename(path)}: {r['rows']}, "
+                 f"{_pct(r['offset'])}, {spread}, {ratio}")
+  slope = "-" if found["slope"] is None else f"{found['slope']:+.2f}"
+  lines.append(f"offset against log(traced over modelled): correlation "
+               f"{_show(found['correlation'])}, slope {slope} over "
+               f"{found['pairs']} reports")
+  return "\n".join(lines)
+
+
 def _show(r: Optional[float]) -> str:
   return "-" if r is None else f"{r:+.2f}"
 
@@ -526,6 +598,8 @@ def main(argv):
     print(format_time_correlation(time_correlation(paths)))
   elif _REPEATS_NEEDED.value:
     print(format_repeats_needed(repeats_needed(paths)))
+  elif _OFFSETS.value:
+    print(format_offsets(offsets(paths)))
   else:
     print(format_errors(row_errors(paths)))
   return 0
@@ -534,8 +608,8 @@ def main(argv):
 if __name__ == "__main__":
   flags.register_multi_flags_validator(
       ["misses", "repeat_correlation", "time_correlation",
-       "repeats_needed"],
+       "repeats_needed", "offsets"],
       lambda given: sum(given.values()) <= 1,
-      message="--misses, --repeat_correlation, --time_correlation and "
-      "--repeats_needed are mutually exclusive")
+      message="--misses, --repeat_correlation, --time_correlation, "
+      "--repeats_needed and --offsets are mutually exclusive")
   app.run(main)

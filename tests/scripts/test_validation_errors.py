@@ -2,7 +2,9 @@
 one committed report)."""
 
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -322,3 +324,60 @@ def test_cli_prints_the_repeats_needed(tmp_path):
   assert "   1:  20.0%   20.0%  5" in out.splitlines()
   both = _cli("--repeats_needed", "--misses", reports, check=False)
   assert both.returncode != 0 and "mutually exclusive" in both.stderr
+
+
+def _step_report(path, rows):
+  """A report of rows {name: (error, traced, modelled backward end)}."""
+  path.write_text(json.dumps({"rows": {
+      name: {"error": e, "first_step": {
+          "trace": None if traced is None else {"backward_end_s": traced},
+          "model": {"backward_end_s": modelled}}}
+      for name, (e, traced, modelled) in rows.items()}}))
+  return str(path)
+
+
+def test_offsets_follow_the_traced_backward_pass(tmp_path):
+  e = math.expm1
+  paths = [
+      # Traces 10% ahead of the model: rows 5% high, 1% and 9% of a log.
+      _step_report(tmp_path / "fast.json", {
+          "a@1": (e(0.01), 0.09, 0.10), "b@1": (e(0.09), 0.018, 0.02),
+          "c@1": (e(0.05), None, 0.03)}),
+      # Traces 20% behind: rows 10% low.
+      _step_report(tmp_path / "slow.json", {
+          "a@1": (e(-0.10), 0.12, 0.10)}),
+      # As the model: no offset.
+      _step_report(tmp_path / "even.json", {
+          "a@1": (e(-0.02), 0.10, 0.10), "b@1": (e(0.02), 0.2, 0.2)}),
+      # No trace: an offset but no ratio, out of the fit.
+      _step_report(tmp_path / "untraced.json", {"a@1": (0.5, None, 0.1)})]
+  found = validation_errors.offsets(paths)
+  fast = found["reports"][paths[0]]
+  assert fast["rows"] == 3
+  assert fast["offset"] == pytest.approx(0.05)
+  assert fast["spread"] == pytest.approx(0.04)
+  assert fast["traced_over_modelled"] == pytest.approx(0.9)
+  assert found["reports"][paths[1]]["spread"] is None
+  assert found["reports"][paths[3]]["traced_over_modelled"] is None
+  assert found["pairs"] == 3
+  xs = [math.log(0.9), math.log(1.2), 0.0]
+  ys = [0.05, -0.10, 0.0]
+  assert found["correlation"] == pytest.approx(
+      statistics.correlation(xs, ys))
+  assert found["correlation"] < -0.9
+  assert found["slope"] == pytest.approx(
+      statistics.linear_regression(xs, ys).slope)
+  text = validation_errors.format_offsets(found)
+  assert "fast.json: 3, +5.0%, 4.0%, 0.900" in text
+  assert "untraced.json: 1, +40.5%, -, -" in text
+  assert text.endswith("over 3 reports")
+
+
+def test_cli_prints_the_offsets(tmp_path):
+  _step_report(tmp_path / "a.json", {"a@1": (0.0, 0.1, 0.1)})
+  out = _cli("--offsets", str(tmp_path / "a.json")).stdout
+  assert "a.json: 1, +0.0%, -, 1.000" in out
+  assert "correlation -, slope - over 1 reports" in out
+  done = _cli("--offsets", "--misses", str(tmp_path / "a.json"),
+              check=False)
+  assert done.returncode != 0 and "mutually exclusive" in done.stderr
