@@ -1366,7 +1366,11 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
       first_step={
           "model": {"backward_end_s": overlap_fit.backward_end(dag, run),
                     "collectives_s": list(zip(run.collective_launch[0],
-                                              run.collective_end[0]))},
+                                              run.collective_end[0])),
+                    # Only where the traces can have it (K >= 2).
+                    **({} if unroll < 2 else {
+                        "step_gap_s": row_plans.step_gap(dag, plan, model,
+                                                         run)})},
           "trace": trace_calibration.first_step_medians(
               inputs.blocks_of.get(trace))},
       calibration=_calibration_report(fit, lateness, lone, overhead, inputs))

@@ -52,9 +52,12 @@ run of k repeats would give.
 With --offsets it asks how much the errors of a report share: per report,
 its rows' mean log error (the common offset; log(1 + error), so that
 +10% and -10% of a step weigh alike), their standard deviation around it
-(the spread) and the median over its rows of the first backward pass's
-end in the row's traces over the model's (`first_step` in the report);
-then, over the reports with both, the correlation of the offset with the
+(the spread), the median over its rows of the first backward pass's
+end in the row's traces over the model's (`first_step` in the report)
+and the median over its rows of K >= 2 of how much longer the model's
+gap between a block's steps is than the traces' (the first step's last
+collective's end to the second step's first ready gradient); then, over
+the reports with both of the first, the correlation of the offset with the
 log of that ratio and the least-squares slope of one on the other.
 """
 
@@ -517,6 +520,8 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
     log(1 + error), "spread": the standard deviation around it (None
     with one row), "traced_over_modelled": the median over the rows with
     a trace of `first_step`'s traced over modelled backward_end_s (None
+    without one), "step_gap_excess_s": the median over the rows with
+    both of `first_step`'s modelled less traced step_gap_s (None
     without one)}}, "pairs": the reports with both, "correlation": of
     the offset with log(traced_over_modelled), "slope": the offset's
     least-squares slope on it}; None where there is too little to
@@ -535,11 +540,16 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
               if step and step.get("trace") and
               step["model"]["backward_end_s"] > 0]
     ratio = statistics.median(ratios) if ratios else None
+    excess = [step["model"]["step_gap_s"] - step["trace"]["step_gap_s"]
+              for step in (r.get("first_step") for r in rows)
+              if step and (step.get("trace") or {}).get("step_gap_s")
+              is not None and step["model"].get("step_gap_s") is not None]
     offset = statistics.mean(logs)
     reports[path] = {
         "rows": len(rows), "offset": offset,
         "spread": statistics.stdev(logs) if len(logs) > 1 else None,
-        "traced_over_modelled": ratio}
+        "traced_over_modelled": ratio,
+        "step_gap_excess_s": statistics.median(excess) if excess else None}
     if ratio is not None:
       pairs.append((math.log(ratio), offset))
   slope = None
@@ -552,13 +562,15 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
 def format_offsets(found: Dict[str, Any]) -> str:
   """`offsets`'s result as text: one line per report, then the fit."""
   lines = ["report: rows, offset (mean log error), spread, traced over "
-           "modelled backward end"]
+           "modelled backward end, modelled less traced gap between steps"]
   for path, r in found["reports"].items():
     spread = "-" if r["spread"] is None else f"{r['spread'] * 100:.1f}%"
     ratio = ("-" if r["traced_over_modelled"] is None else
              f"{r['traced_over_modelled']:.3f}")
+    gap = ("-" if r["step_gap_excess_s"] is None else
+           f"{r['step_gap_excess_s'] * 1e3:+.1f} ms")
     lines.append(f"{os.path.basename(path)}: {r['rows']}, "
-                 f"{_pct(r['offset'])}, {spread}, {ratio}")
+                 f"{_pct(r['offset'])}, {spread}, {ratio}, {gap}")
   slope = "-" if found["slope"] is None else f"{found['slope']:+.2f}"
   lines.append(f"offset against log(traced over modelled): correlation "
                f"{_show(found['correlation'])}, slope {slope} over "

@@ -103,6 +103,30 @@ def test_queued_updates_follow_the_model_s_collective_ends():
   assert row_plans.model_tail(dag, free, each, model) == 0.0
 
 
+def test_step_gap_from_the_last_collective_to_the_next_step_s_first():
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
+  # Forward 3 s, then backward 1, 1, 2 s: free collectives end with their
+  # gradients, t0's (the last) at 7 s, when step 2's forward pass can
+  # start (its first op reads t0).
+  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
+  free = plan_lib.CostModel(0, 0)
+  tensors = plan_lib.make_plan(dag, free, "fifo").tensors
+  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
+                                             [(0, 0, 8)]])
+  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
+                                             (2, 0, 4)]])
+  model = execution.ExecutionModel(unroll=2)
+  # Step 2's first gradient (t2) is ready 3 + 1 s after 7 s; the one
+  # collective of all three only when its backward pass ends, 3 + 4 s.
+  for plan, gap in ((each, 4.0), (one, 7.0)):
+    run = execution.execute(dag, free, plan, model)
+    assert row_plans.step_gap(dag, plan, model, run) == pytest.approx(gap)
+  one_step = execution.ExecutionModel(unroll=1)
+  assert row_plans.step_gap(dag, each, one_step, execution.execute(
+      dag, free, each, one_step)) is None
+
+
 def test_with_shares_sets_each_op_s_share_of_the_same_total():
   from tf_preempt.plan import TrainingDAG  # pylint: disable=g-import-not-at-top
   dag = TrainingDAG.chain([1, 1], [1, 2], [8, 4])  # f0 f1 1 s, b0 1, b1 2

@@ -52,6 +52,38 @@ def test_blocks_measure_head_tail_and_small_collectives():
   assert trace_calibration.trace_blocks(trace)[0]["batch"] == 7
   # A trace without the runtime's records gives nothing, not an error.
   assert trace_calibration.trace_blocks({"traceEvents": colls}) == []
+  # One step per block: no gap between steps.
+  assert block["step_gap_s"] is None
+
+
+def test_blocks_measure_the_gap_between_their_steps():
+  # Two blocks of K=2, [1000, 1100] and [1100, 1200] ms: step 1's last
+  # collective ends 40 ms into the block (then 35 ms), step 2's first
+  # gradient is ready 52 ms in (then 51 ms): gaps of 12 and 16 ms.
+  ms = 1000.0
+  colls = []
+  for start, first_end, second_ready in ((1000, 40, 52), (1100, 35, 51)):
+    step = 3 if start == 1000 else 5
+    colls += [
+        bench_records.collective(step, 0, 1024, (start + 10) * ms,
+                                 (start + 10) * ms, 5 * ms),
+        bench_records.collective(step, 1, 1024, (start + 20) * ms,
+                                 (start + 20) * ms, (first_end - 20) * ms),
+        bench_records.collective(step + 1, 0, 1024,
+                                 (start + second_ready) * ms,
+                                 (start + second_ready) * ms, 5 * ms),
+        bench_records.collective(step + 1, 1, 1024,
+                                 (start + second_ready + 9) * ms,
+                                 (start + second_ready + 9) * ms, 5 * ms)]
+  trace = bench_records.trace(
+      [bench_records.block(0, 0, 1000 * ms),
+       bench_records.block(1, 1000 * ms, 100 * ms),
+       bench_records.block(2, 1100 * ms, 100 * ms)], colls)
+  blocks = trace_calibration.trace_blocks(trace)
+  assert [b["step_gap_s"] for b in blocks] == [pytest.approx(0.012),
+                                                pytest.approx(0.016)]
+  assert trace_calibration.first_step_medians(blocks)[
+      "step_gap_s"] == pytest.approx(0.014)
 
 
 def test_calibration_leaves_the_row_out(tmp_path):

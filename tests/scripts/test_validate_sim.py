@@ -92,6 +92,9 @@ def test_validate_with_traces(tmp_path):
   # Unrolling is modelled: blocks of K steps, the runtime's CPU credit.
   assert "K=2" in rows["pace@2"]["model"]
   assert "K=1" in rows["pace@1"]["model"]
+  # The gap between a block's steps, for reading, where there are two.
+  assert rows["pace@2"]["first_step"]["model"]["step_gap_s"] > 0
+  assert "step_gap_s" not in rows["pace@1"]["first_step"]["model"]
   assert "2 collective(s) in flight" in rows["pace@1"]["model"]
   # Round trips wait for the bytes ahead of them, unless told otherwise.
   assert "waits for the bytes ahead" in rows["pace@1"]["model"]

@@ -326,13 +326,19 @@ def test_cli_prints_the_repeats_needed(tmp_path):
   assert both.returncode != 0 and "mutually exclusive" in both.stderr
 
 
-def _step_report(path, rows):
-  """A report of rows {name: (error, traced, modelled backward end)}."""
-  path.write_text(json.dumps({"rows": {
+def _step_report(path, rows, gaps=None):
+  """A report of rows {name: (error, traced, modelled backward end)}, and
+  of gaps {name: (traced, modelled gap between steps)}."""
+  report = {"rows": {
       name: {"error": e, "first_step": {
           "trace": None if traced is None else {"backward_end_s": traced},
           "model": {"backward_end_s": modelled}}}
-      for name, (e, traced, modelled) in rows.items()}}))
+      for name, (e, traced, modelled) in rows.items()}}
+  for name, (traced, modelled) in (gaps or {}).items():
+    step = report["rows"][name]["first_step"]
+    step["trace"]["step_gap_s"] = traced
+    step["model"]["step_gap_s"] = modelled
+  path.write_text(json.dumps(report))
   return str(path)
 
 
@@ -341,8 +347,8 @@ def test_offsets_follow_the_traced_backward_pass(tmp_path):
   paths = [
       # Traces 10% ahead of the model: rows 5% high, 1% and 9% of a log.
       _step_report(tmp_path / "fast.json", {
-          "a@1": (e(0.01), 0.09, 0.10), "b@1": (e(0.09), 0.018, 0.02),
-          "c@1": (e(0.05), None, 0.03)}),
+          "a@1": (e(0.01), 0.09, 0.10), "b@2": (e(0.09), 0.018, 0.02),
+          "c@2": (e(0.05), None, 0.03)}, gaps={"b@2": (0.010, 0.013)}),
       # Traces 20% behind: rows 10% low.
       _step_report(tmp_path / "slow.json", {
           "a@1": (e(-0.10), 0.12, 0.10)}),
@@ -357,6 +363,8 @@ def test_offsets_follow_the_traced_backward_pass(tmp_path):
   assert fast["offset"] == pytest.approx(0.05)
   assert fast["spread"] == pytest.approx(0.04)
   assert fast["traced_over_modelled"] == pytest.approx(0.9)
+  assert fast["step_gap_excess_s"] == pytest.approx(0.003)
+  assert found["reports"][paths[1]]["step_gap_excess_s"] is None
   assert found["reports"][paths[1]]["spread"] is None
   assert found["reports"][paths[3]]["traced_over_modelled"] is None
   assert found["pairs"] == 3
@@ -368,15 +376,15 @@ def test_offsets_follow_the_traced_backward_pass(tmp_path):
   assert found["slope"] == pytest.approx(
       statistics.linear_regression(xs, ys).slope)
   text = validation_errors.format_offsets(found)
-  assert "fast.json: 3, +5.0%, 4.0%, 0.900" in text
-  assert "untraced.json: 1, +40.5%, -, -" in text
+  assert "fast.json: 3, +5.0%, 4.0%, 0.900, +3.0 ms" in text
+  assert "untraced.json: 1, +40.5%, -, -, -" in text
   assert text.endswith("over 3 reports")
 
 
 def test_cli_prints_the_offsets(tmp_path):
   _step_report(tmp_path / "a.json", {"a@1": (0.0, 0.1, 0.1)})
   out = _cli("--offsets", str(tmp_path / "a.json")).stdout
-  assert "a.json: 1, +0.0%, -, 1.000" in out
+  assert "a.json: 1, +0.0%, -, 1.000, -" in out
   assert "correlation -, slope - over 1 reports" in out
   done = _cli("--offsets", "--misses", str(tmp_path / "a.json"),
               check=False)

@@ -5,7 +5,7 @@ or stock TensorFlow would make; the DAG scaled to the measured compute; the
 row's flags as execution-model arguments (credit, --sparse_as_dense); and
 what the runtime issues of a plan (its dense collectives, where the first
 becomes ready, the tensors each completes, what follows the last and the
-updates still queued then). Pure Python; the planner on first use.
+updates still queued then, and the gap between a block's steps). Pure Python; the planner on first use.
 """
 
 import dataclasses
@@ -239,6 +239,21 @@ def issued_tensors(dag, plan, workers: Optional[int]) -> List[set]:
     sparse = {i for i, t in enumerate(dag.tensors) if t.sparse is not None}
   issued = [{p.tensor for p in c.pieces} - sparse for c in plan.collectives]
   return [tensors for tensors in issued if tensors]
+
+
+def step_gap(dag, plan, model, run) -> Optional[float]:
+  """From the first step's last collective's end to the second step's
+  first ready one in `run` (an `Execution` of `dag` and `plan` under
+  `model`), as `trace_calibration.trace_blocks` measures it in a trace
+  ("step_gap_s"); None with fewer than two steps or collectives."""
+  if run.steps < 2 or not run.collective_end[0]:
+    return None
+  issued = issued_tensors(dag, plan, model.workers)
+  if not issued:
+    return None
+  ready = min(max(run.op_end[1][dag.tensors[t].producer] for t in tensors)
+              for tensors in issued)
+  return ready - max(run.collective_end[0])
 
 
 def per_tensor_collectives(dag, plan) -> bool:

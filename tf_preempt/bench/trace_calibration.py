@@ -46,7 +46,9 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     pass computed, "interval_s": the times between the ends of two small
     collectives in flight together after the backward pass, "block_s":
     its length, "batch": its compute event's "batch" arg (Keras's index
-    of its last step) or None}.
+    of its last step) or None, "step_gap_s": from its first step's last
+    collective's end to its second step's first ready gradient, or None
+    with one step}.
   """
   origin = (trace.get("otherData") or {}).get("origin_ns")
   events = trace.get("traceEvents", ())
@@ -88,6 +90,10 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         if (is_small(a) and is_small(b) and b["ts"] < a_end and
             a["ts"] >= last_ready):
           interval.append((b["ts"] + b["dur"] - a_end) * 1e-6)
+    steps = sorted(by_step)
+    step_gap = None if len(steps) < 2 else (
+        min(ready(e) for e in by_step[steps[1]]) -
+        max(e["ts"] + e["dur"] for e in by_step[steps[0]])) * 1e-6
     out.append({
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
         "backward_end_s": (max(ready(e) for e in first) - start) * 1e-6,
@@ -96,7 +102,7 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
         "block_s": (end - start) * 1e-6,
-        "batch": batch})
+        "batch": batch, "step_gap_s": step_gap})
   return out
 
 
@@ -271,12 +277,17 @@ def first_step_medians(blocks: Sequence[Dict[str, Any]]
   Returns:
     {"backward_end_s", "collectives_s": [(start, end)] by start time, as
     many as every block has, "tail_s": the block's last collective to its
-    end}; None without blocks.
+    end, and, where the blocks have two or more steps, "step_gap_s": the
+    first step's last collective's end to the second step's first ready
+    gradient}; None without blocks.
   """
   if not blocks:
     return None
   n = min(len(b["first_step_s"]) for b in blocks)
-  return {"backward_end_s": statistics.median(
+  gaps = [b["step_gap_s"] for b in blocks
+          if b.get("step_gap_s") is not None]
+  return {**({"step_gap_s": statistics.median(gaps)} if gaps else {}),
+          "backward_end_s": statistics.median(
               b["backward_end_s"] for b in blocks),
           "tail_s": statistics.median(b["tail_s"] for b in blocks),
           "collectives_s": [
