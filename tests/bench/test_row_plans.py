@@ -21,15 +21,28 @@ def test_runtime_plan_is_the_one_the_runtime_ran():
   assert sizes("priority")[:4] == [40, 1024, 10240, 2097152]
 
 
-def test_first_ready_fraction_and_issued_tensors():
+def _three_layers():
+  """A chain of three layers, forward 1 s each, backward b2 (1 s, t2) then
+  b1 (1 s, t1) then b0 (2 s, t0); free collectives; and two plans, a
+  collective per tensor in FIFO order and one of all three.
+
+  Returns:
+    (dag, free cost, its tensors' plan entries, each, one).
+  """
   from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  # Backward: b2 (1 s, t2) then b1 (1 s, t1) then b0 (2 s, t0).
   dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
-  tensors = plan_lib.make_plan(dag, plan_lib.CostModel(0, 0), "fifo").tensors
-  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
-                                             (2, 0, 4)]])
+  free = plan_lib.CostModel(0, 0)
+  tensors = plan_lib.make_plan(dag, free, "fifo").tensors
   each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
                                              [(0, 0, 8)]])
+  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
+                                             (2, 0, 4)]])
+  return dag, free, tensors, each, one
+
+
+def test_first_ready_fraction_and_issued_tensors():
+  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  dag, _, tensors, each, one = _three_layers()
   # In priority order the first collective is not the first ready one.
   first_last = plan_lib.plan_from_groups(tensors, [[(0, 0, 8)], [(1, 0, 4)],
                                                    [(2, 0, 4)]])
@@ -80,17 +93,10 @@ def test_as_ran_takes_the_row_s_k_credit_and_workers():
 
 
 def test_queued_updates_follow_the_model_s_collective_ends():
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
   from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
   # Free collectives end with their gradients: t2 at 4 s, t1 at 5, t0 at
   # 7 (forward 3 s, then backward 1, 1, 2 s).
-  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
-  free = plan_lib.CostModel(0, 0)
-  tensors = plan_lib.make_plan(dag, free, "fifo").tensors
-  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
-                                             [(0, 0, 8)]])
-  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
-                                             (2, 0, 4)]])
+  dag, free, _, each, one = _three_layers()
   # The block overhead moves nothing: it is left out.
   model = execution.ExecutionModel(unroll=1, block_overhead=5.0)
   assert row_plans.completed_tensors(dag, each, None) == [1, 1, 1]
@@ -104,18 +110,11 @@ def test_queued_updates_follow_the_model_s_collective_ends():
 
 
 def test_step_gap_from_the_last_collective_to_the_next_step_s_first():
-  from tf_preempt import plan as plan_lib  # pylint: disable=g-import-not-at-top
   from tf_preempt.plan import execution  # pylint: disable=g-import-not-at-top
   # Forward 3 s, then backward 1, 1, 2 s: free collectives end with their
   # gradients, t0's (the last) at 7 s, when step 2's forward pass can
   # start (its first op reads t0).
-  dag = plan_lib.TrainingDAG.chain([1, 1, 1], [2, 1, 1], [8, 4, 4])
-  free = plan_lib.CostModel(0, 0)
-  tensors = plan_lib.make_plan(dag, free, "fifo").tensors
-  each = plan_lib.plan_from_groups(tensors, [[(2, 0, 4)], [(1, 0, 4)],
-                                             [(0, 0, 8)]])
-  one = plan_lib.plan_from_groups(tensors, [[(0, 0, 8), (1, 0, 4),
-                                             (2, 0, 4)]])
+  dag, free, _, each, one = _three_layers()
   model = execution.ExecutionModel(unroll=2)
   # Step 2's first gradient (t2) is ready 3 + 1 s after 7 s; the one
   # collective of all three only when its backward pass ends, 3 + 4 s.
