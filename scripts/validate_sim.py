@@ -291,11 +291,12 @@ def define_flags() -> None:
                     "on a shared machine).")
   flags.DEFINE_enum("compute_from", "compute_alone",
                     ["compute_alone", "traces"],
-                    "What the DAG's compute is scaled to: the measured "
-                    "compute alone (compute_s), or, a check that is not "
-                    "the default, that times the factor that brings the "
-                    "rows' median first backward end in the traces to "
-                    "the model's (first_step), found by passes over all "
+                    "What the DAG's compute is scaled to: "
+                    "'compute_alone', the measured compute alone "
+                    "(compute_s); 'traces', a check and not the default, "
+                    "compute_s times the factor that brings the model's "
+                    "first backward end to the traces' (the median over "
+                    "the rows of first_step), found by passes over all "
                     "rows, each row's own trace included.")
 
 
