@@ -902,8 +902,7 @@ def _training_dag(results_dir: str, results: Dict[str, Any],
   if layer_times not in ("flops", "measured"):
     raise ValueError(f"layer_times={layer_times!r}: 'flops' or 'measured'")
   if has_profile:
-    return (base_dag if compute_factor == 1.0 else
-            row_plans.scaled(base_dag, compute_factor), True,
+    return (row_plans.scaled(base_dag, compute_factor), True,
             "profile.json" + _factor_note(compute_factor), compute_factor, [])
   shares, shares_source = (None, "") if layer_times == "flops" else (
       probe_inputs.layer_shares(results_dir, setup["model"]))
@@ -1528,7 +1527,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       stand_in_plans |= stand_in
     if compute_from == "compute_alone":
       break
-    ratio = _traced_over_modelled(rows)
+    ratio = trace_calibration.traced_over_modelled(rows.values())
     moved = (len(passes) == 0 or ratio is None or abs(
         ratio - passes[-1]["traced_over_modelled"]) >= COMPUTE_CONVERGED)
     passes.append({"factor": factor, "traced_over_modelled": ratio})
@@ -1536,6 +1535,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
         len(passes) == COMPUTE_PASSES):
       break
     factor *= ratio
+  # Only off the default, so that every directory's table stays as it was.
   arguments = {} if compute_from == "compute_alone" else {
       "compute_from": compute_from}
   report = _report(rows, stand_in_plans, inputs, {
@@ -1551,15 +1551,6 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   if passes:
     report["inputs"]["compute_from_traces"] = passes
   return report
-
-
-def _traced_over_modelled(rows: Dict[str, Any]) -> Optional[float]:
-  """The median over `rows` of each one's first backward end in its traces
-  over the model's (`first_step`), or None where no row has both."""
-  ratios = [step["trace"]["backward_end_s"] / step["model"]["backward_end_s"]
-            for step in (r.get("first_step") for r in rows.values())
-            if step and step["trace"] and step["model"]["backward_end_s"] > 0]
-  return statistics.median(ratios) if ratios else None
 
 
 def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:

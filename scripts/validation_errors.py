@@ -74,6 +74,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from tf_preempt.bench import trace_calibration
+
 _MISSES = flags.DEFINE_bool(
     "misses", False, "List the rows outside their report's target, with "
     "their repeats' spread, instead of the per-row summary.")
@@ -534,12 +536,7 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
     if not rows:
       continue
     logs = [math.log1p(r["error"]) for r in rows]
-    ratios = [step["trace"]["backward_end_s"] /
-              step["model"]["backward_end_s"]
-              for step in (r.get("first_step") for r in rows)
-              if step and step.get("trace") and
-              step["model"]["backward_end_s"] > 0]
-    ratio = statistics.median(ratios) if ratios else None
+    ratio = trace_calibration.traced_over_modelled(rows)
     excess = [step["model"]["step_gap_s"] - step["trace"]["step_gap_s"]
               for step in (r.get("first_step") for r in rows)
               if step and (step.get("trace") or {}).get("step_gap_s")

@@ -18,6 +18,7 @@ import pytest
 from tf_preempt.bench import collective_cost
 from tf_preempt.bench import overlap_fit
 from tf_preempt.bench import row_plans
+from tf_preempt.bench import trace_calibration
 from tf_preempt.bench import update_backlog
 from tf_preempt.testing import bench_records
 from tf_preempt.testing import scripts
@@ -1043,7 +1044,7 @@ def test_compute_from_traces_matches_the_traced_backward_pass(tmp_path):
   # model's backward pass ends where the traces' do.
   assert passes[0]["factor"] == 1.0
   assert passes[0]["traced_over_modelled"] == pytest.approx(
-      validate_sim._traced_over_modelled(alone["rows"]))
+      trace_calibration.traced_over_modelled(alone["rows"].values()))
   # No start-up before the blocks' first ready gradient (10 ms in, within
   # the forward pass): the model's backward pass ends at the compute
   # alone, 50 ms, and one pass at 60/50 brings it to the traces'.
@@ -1084,7 +1085,7 @@ def test_compute_from_traces_stops_where_a_pass_does_not_move_it(
   # put: the second pass finds the same ratio, and a third would too.
   validate_sim = scripts.load_script("validate_sim")
   _backward_pass_bench(tmp_path, 60)
-  monkeypatch.setattr(validate_sim, "_traced_over_modelled",
+  monkeypatch.setattr(trace_calibration, "traced_over_modelled",
                       lambda rows: 0.9)
   report = validate_sim.validate(str(tmp_path), cpu_cost="none",
                                  compute_from="traces")

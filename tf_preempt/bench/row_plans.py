@@ -5,7 +5,8 @@ or stock TensorFlow would make; the DAG scaled to the measured compute; the
 row's flags as execution-model arguments (credit, --sparse_as_dense); and
 what the runtime issues of a plan (its dense collectives, where the first
 becomes ready, the tensors each completes, what follows the last and the
-updates still queued then, and the gap between a block's steps). Pure Python; the planner on first use.
+updates still queued then, and the gap between a block's steps). Pure
+Python; the planner on first use.
 """
 
 import dataclasses

@@ -2,16 +2,18 @@
 
 Per steady-state block of worker 0's trace: its head (start to the first
 ready gradient), its first step's backward-pass end and first collective's
-end, its tail (last collective to its end) and its small collectives
-(`trace_blocks`); their medians over the other rows' traces
-(`calibrate`); and the robust fits to them of the per-block overhead and of
-the forward share and block start-up (`lad_fit`, `fit_block_head`). Pure
-Python.
+end, its tail (last collective to its end), its small collectives and
+the gap between its steps (`trace_blocks`); their medians over the other
+rows' traces (`calibrate`); and the robust fits to them of the per-block
+overhead and of the forward share and block start-up (`lad_fit`,
+`fit_block_head`). For reading only: a trace's first steps
+(`first_step_medians`) and the rows' traced over modelled backward end
+(`traced_over_modelled`). Pure Python.
 """
 
 import statistics
-from typing import (Any, Callable, Collection, Dict, List, Optional,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Collection, Dict, Iterable, List,
+                    Optional, Sequence, Tuple)
 
 # Collectives this small move almost no bytes: their duration while the
 # backward pass computes is their fixed cost under contention.
@@ -90,10 +92,10 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         if (is_small(a) and is_small(b) and b["ts"] < a_end and
             a["ts"] >= last_ready):
           interval.append((b["ts"] + b["dur"] - a_end) * 1e-6)
-    steps = sorted(by_step)
-    step_gap = None if len(steps) < 2 else (
-        min(ready(e) for e in by_step[steps[1]]) -
-        max(e["ts"] + e["dur"] for e in by_step[steps[0]])) * 1e-6
+    second = sorted(by_step)[1:2]
+    step_gap = None if not second else (
+        min(ready(e) for e in by_step[second[0]]) -
+        max(e["ts"] + e["dur"] for e in first)) * 1e-6
     out.append({
         "head_s": (min(ready(e) for e in first) - start) * 1e-6,
         "backward_end_s": (max(ready(e) for e in first) - start) * 1e-6,
@@ -268,6 +270,17 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   share, startups = lad_fit([(k, compute_s * (1 - f), h - compute_s * f)
                              for k, f, h in samples], slopes)
   return share, {k: max(0.0, u) for k, u in startups.items()}
+
+
+def traced_over_modelled(rows: Iterable[Dict[str, Any]]) -> Optional[float]:
+  """The median over validation report rows (`scripts/validate_sim.py`'s,
+  each with its "first_step") of the first backward pass's end in the
+  row's traces over the model's; None where no row has both."""
+  ratios = [step["trace"]["backward_end_s"] / step["model"]["backward_end_s"]
+            for step in (r.get("first_step") for r in rows)
+            if step and step.get("trace") and
+            step["model"]["backward_end_s"] > 0]
+  return statistics.median(ratios) if ratios else None
 
 
 def first_step_medians(blocks: Sequence[Dict[str, Any]]
