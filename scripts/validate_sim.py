@@ -1531,7 +1531,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     moved = (len(passes) == 0 or ratio is None or abs(
         ratio - passes[-1]["traced_over_modelled"]) >= COMPUTE_CONVERGED)
     passes.append({"factor": factor, "traced_over_modelled": ratio})
-    if (ratio is None or abs(ratio - 1) <= COMPUTE_CONVERGED or not moved or
+    if (ratio is None or _compute_settled(ratio) or not moved or
         len(passes) == COMPUTE_PASSES):
       break
     factor *= ratio
@@ -1557,13 +1557,18 @@ def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:
   return "-" if x is None else fmt.format(x * 1e3)
 
 
+def _compute_settled(ratio: float) -> bool:
+  """Whether --compute_from=traces's traced over modelled ratio is 1."""
+  return abs(ratio - 1) <= COMPUTE_CONVERGED
+
+
 def _compute_passes_lines(passes: Optional[List[Dict[str, Any]]]
                           ) -> List[str]:
   """The table's line on --compute_from=traces's passes, if it ran."""
   if not passes:
     return []
   last = passes[-1]["traced_over_modelled"]
-  settled = last is not None and abs(last - 1) <= COMPUTE_CONVERGED
+  settled = last is not None and _compute_settled(last)
   return ["- Compute from the traces, the rows' median first backward end "
           "traced over modelled, by the factor on the compute alone: " +
           ", ".join(f"x{p['factor']:.3f} gives " + (
