@@ -156,6 +156,10 @@ backward pass's end (one collective after it) they absorb the factor. It
 uses every row's own trace, so it is not leave-one-out: it says how much
 of a directory's common offset the compute accounts for
 (benchmarks/simulation/README.md), not how well the rows are predicted.
+--compute_from=step_gaps does the same with the gap before a block's
+second step (the first step's last collective's end to the second step's
+first ready gradient, rows of K >= 2): that step has no start-up, so the
+factor is the compute the traces show without one.
 
 The table goes to stdout and to --out (default RESULTS_DIR/validation.md);
 `--json` prints one object with per-row errors and `max_abs_error`.
@@ -217,8 +221,15 @@ LONE_MAX_SCALE = 4.0
 # factor (a block's head is its start-up, forward pass and the backward
 # pass up to its first ready gradient), so the backward end does not
 # follow it.
-COMPUTE_PASSES = 5
+COMPUTE_PASSES = 8
 COMPUTE_CONVERGED = 0.005
+# --compute_from: what of `first_step` the factor brings to the traces',
+# and how the table names it. The gap before a block's second step has no
+# start-up in it, so the fitted start-ups cannot absorb that factor.
+COMPUTE_MEASURES = {
+    "traces": ("backward_end_s", "first backward end"),
+    "step_gaps": ("step_gap_s", "gap before a block's second step"),
+}
 
 FLAGS = flags.FLAGS
 
@@ -290,14 +301,16 @@ def define_flags() -> None:
                     "issue's metric) or the fastest (the least disturbed "
                     "on a shared machine).")
   flags.DEFINE_enum("compute_from", "compute_alone",
-                    ["compute_alone", "traces"],
+                    sorted(COMPUTE_MEASURES) + ["compute_alone"],
                     "What the DAG's compute is scaled to: "
                     "'compute_alone', the measured compute alone "
-                    "(compute_s); 'traces', a check and not the default, "
-                    "compute_s times the factor that brings the model's "
-                    "first backward end to the traces' (the median over "
-                    "the rows of first_step), found by passes over all "
-                    "rows, each row's own trace included.")
+                    "(compute_s); 'traces' or 'step_gaps', checks and not "
+                    "the default, compute_s times the factor that brings "
+                    "the model's first backward end ('traces') or its gap "
+                    "before a block's second step ('step_gaps') to the "
+                    "traces' (the median over the rows of first_step), "
+                    "found by passes over all rows, each row's own trace "
+                    "included.")
 
 
 def _setting(value: str, name: str) -> Optional[float]:
@@ -864,9 +877,9 @@ def _check_choices(lone_collective: str, lone_tolerance: float,
                      "fraction")
   if reference not in ("median", "fastest"):
     raise ValueError(f"reference={reference!r}: 'median' or 'fastest'")
-  if compute_from not in ("compute_alone", "traces"):
-    raise ValueError(f"compute_from={compute_from!r}: 'compute_alone' or "
-                     "'traces'")
+  if compute_from != "compute_alone" and compute_from not in COMPUTE_MEASURES:
+    raise ValueError(f"compute_from={compute_from!r}: 'compute_alone', "
+                     "'traces' or 'step_gaps'")
 
 
 def _training_dag(results_dir: str, results: Dict[str, Any],
@@ -881,7 +894,7 @@ def _training_dag(results_dir: str, results: Dict[str, Any],
     gpu: GPU of the FLOPs model.
     layer_times: "flops" or "measured"; see `validate`.
     compute_factor: the per-op times' factor beyond the measured ones
-      (--compute_from=traces).
+      (--compute_from).
 
   Returns:
     (the DAG, whether profile.json gave its times, where they came from,
@@ -930,7 +943,7 @@ def _training_dag(results_dir: str, results: Dict[str, Any],
 
 def _factor_note(compute_factor: float) -> str:
   return ("" if compute_factor == 1.0 else
-          f", times {compute_factor:.3f} (--compute_from=traces)")
+          f", times {compute_factor:.3f} (--compute_from)")
 
 
 def _collective_costs(results_dir: str, results: Dict[str, Any], traces,
@@ -1493,11 +1506,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     lone_tolerance: that fraction (`LONE_TOLERANCE`, whose comment says
       why).
     compute_from: "compute_alone" (the DAG's compute is the measured
-      compute alone) or "traces" (that times the factor that brings the
-      rows' median traced over modelled first backward end to 1, found by
-      up to `COMPUTE_PASSES` passes over all rows, fewer where a pass does
-      not move it: a check of how much of the errors the compute
-      explains, not the default).
+      compute alone), "traces" or "step_gaps" (that times the factor that
+      brings the rows' median traced over modelled first backward end, or
+      gap before a block's second step, to 1, found by up to
+      `COMPUTE_PASSES` passes over all rows, fewer where a pass does not
+      move it: checks of how much of the errors the compute explains, not
+      the default).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -1527,14 +1541,15 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       stand_in_plans |= stand_in
     if compute_from == "compute_alone":
       break
-    ratio = trace_calibration.traced_over_modelled(rows.values())
+    ratio = trace_calibration.traced_over_modelled(
+        rows.values(), COMPUTE_MEASURES[compute_from][0])
     moved = (len(passes) == 0 or ratio is None or abs(
         ratio - passes[-1]["traced_over_modelled"]) >= COMPUTE_CONVERGED)
     passes.append({"factor": factor, "traced_over_modelled": ratio})
     if (ratio is None or _compute_settled(ratio) or not moved or
         len(passes) == COMPUTE_PASSES):
       break
-    factor *= ratio
+    factor = _next_compute_factor(passes)
   # Only off the default, so that every directory's table stays as it was.
   arguments = {} if compute_from == "compute_alone" else {
       "compute_from": compute_from}
@@ -1557,26 +1572,41 @@ def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:
   return "-" if x is None else fmt.format(x * 1e3)
 
 
+def _next_compute_factor(passes: List[Dict[str, Any]]) -> float:
+  """--compute_from's next factor: the last one times its ratio, or,
+  once two passes bracket 1, the geometric middle of the closest two
+  (a median over rows moves in jumps, so the ratio can overshoot)."""
+  last = passes[-1]
+  below = [p["factor"] for p in passes if p["traced_over_modelled"] < 1]
+  above = [p["factor"] for p in passes if p["traced_over_modelled"] > 1]
+  if not below or not above:
+    return last["factor"] * last["traced_over_modelled"]
+  # A larger factor lengthens the model's compute: ratios below 1 are of
+  # factors too large.
+  return math.sqrt(min(below) * max(above))
+
+
 def _compute_settled(ratio: float) -> bool:
-  """Whether --compute_from=traces's traced over modelled ratio is 1."""
+  """Whether --compute_from's traced over modelled ratio is 1."""
   return abs(ratio - 1) <= COMPUTE_CONVERGED
 
 
-def _compute_passes_lines(passes: Optional[List[Dict[str, Any]]]
-                          ) -> List[str]:
-  """The table's line on --compute_from=traces's passes, if it ran."""
+def _compute_passes_lines(passes: Optional[List[Dict[str, Any]]],
+                          compute_from: Optional[str]) -> List[str]:
+  """The table's line on --compute_from's passes, if it ran."""
   if not passes:
     return []
   last = passes[-1]["traced_over_modelled"]
   settled = last is not None and _compute_settled(last)
-  return ["- Compute from the traces, the rows' median first backward end "
+  return [f"- Compute from the traces (--compute_from={compute_from}), the "
+          f"rows' median {COMPUTE_MEASURES[compute_from][1]} "
           "traced over modelled, by the factor on the compute alone: " +
           ", ".join(f"x{p['factor']:.3f} gives " + (
               "no trace" if p["traced_over_modelled"] is None else
               f"{p['traced_over_modelled']:.3f}") for p in passes) +
           ("." if settled else
            f"; NOT 1: the rows above are at x{passes[-1]['factor']:.3f}, "
-           "the backward end did not follow the compute (the fitted block "
+           "the measure did not follow the compute (the fitted block "
            "start-ups absorb it) or the passes ran out.")]
 
 
@@ -1591,7 +1621,8 @@ def format_table(report: Dict[str, Any]) -> str:
       f"batch {s['global_batch_size']} ({inputs['results_dir']}).",
       "",
       f"- Per-op times: {inputs['compute']}.",
-      *_compute_passes_lines(inputs.get("compute_from_traces")),
+      *_compute_passes_lines(inputs.get("compute_from_traces"),
+                             inputs["settings"].get("compute_from")),
       f"- Cost of a collective alone: alpha "
       f"{inputs['cost_model']['alpha'] * 1e3:.3f} ms, beta "
       f"{inputs['cost_model']['beta'] * 1e9:.3f} ns/B "

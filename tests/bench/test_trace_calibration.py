@@ -182,3 +182,22 @@ def test_fit_block_head_recovers_share_and_start_ups():
                                                       early_s=early)
   assert fitted == pytest.approx(share)
   assert startups == {1: pytest.approx(0.001), 2: pytest.approx(0.006)}
+
+
+def test_traced_over_modelled_takes_the_median_of_a_measure():
+  def row(trace_end, model_end, trace_gap=None, model_gap=None):
+    trace = {"backward_end_s": trace_end}
+    model = {"backward_end_s": model_end}
+    if trace_gap is not None:
+      trace["step_gap_s"], model["step_gap_s"] = trace_gap, model_gap
+    return {"first_step": {"trace": trace, "model": model}}
+
+  rows = [row(0.03, 0.02, 0.010, 0.020), row(0.02, 0.02),
+          row(0.01, 0.02, 0.006, 0.020), row(0.02, 0.02, 0.030, 0.0),
+          {"first_step": None}, {}]
+  assert trace_calibration.traced_over_modelled(rows) == pytest.approx(1.0)
+  # Only rows with the gap on both sides and a modelled one above 0.
+  assert trace_calibration.traced_over_modelled(
+      rows, "step_gap_s") == pytest.approx(0.4)
+  assert trace_calibration.traced_over_modelled(rows[1:2],
+                                                "step_gap_s") is None

@@ -1055,7 +1055,7 @@ def test_compute_from_traces_matches_the_traced_backward_pass(tmp_path):
   assert factor == pytest.approx(60 / 50)
   assert traced["inputs"]["compute_scale"] == pytest.approx(
       factor * alone["inputs"]["compute_scale"])
-  assert f"times {factor:.3f} (--compute_from=traces)" in (
+  assert f"times {factor:.3f} (--compute_from)" in (
       traced["inputs"]["compute"])
   for name, row in traced["rows"].items():
     assert row["first_step"]["model"]["backward_end_s"] > (
@@ -1086,7 +1086,7 @@ def test_compute_from_traces_stops_where_a_pass_does_not_move_it(
   validate_sim = scripts.load_script("validate_sim")
   _backward_pass_bench(tmp_path, 60)
   monkeypatch.setattr(trace_calibration, "traced_over_modelled",
-                      lambda rows: 0.9)
+                      lambda rows, measure: 0.9)
   report = validate_sim.validate(str(tmp_path), cpu_cost="none",
                                  compute_from="traces")
   assert report["inputs"]["compute_from_traces"] == [
@@ -1094,3 +1094,76 @@ def test_compute_from_traces_stops_where_a_pass_does_not_move_it(
       {"factor": 0.9, "traced_over_modelled": 0.9}]
   assert "NOT 1: the rows above are at x0.900" in (
       validate_sim.format_table(report))
+
+
+def _step_gap_bench(path, gap_ms):
+  """horovod@2 and ddp@2 of a vgg_small directory, each traced with two
+  blocks of K = 2 whose second step's first gradient is ready `gap_ms`
+  after the first step's collective ends (40 ms into the block)."""
+  _write_vgg_rows(path, {"horovod@2": dict(_row(0.10), unroll=2),
+                         "ddp@2": dict(_row(0.10), unroll=2)}, "200mbit")
+  ms = 1000.0
+  for name in ("horovod_k2", "ddp_k2"):
+    colls = []
+    for i, start in enumerate((1000, 1200)):
+      colls += [
+          bench_records.collective(3 + 2 * i, 0, 1 << 20, (start + 30) * ms,
+                                   (start + 30) * ms, 10 * ms),
+          bench_records.collective(4 + 2 * i, 0, 1 << 20,
+                                   (start + 40 + gap_ms) * ms,
+                                   (start + 40 + gap_ms) * ms, 10 * ms)]
+    trace = bench_records.trace(
+        [bench_records.block(0, 0, 1000 * ms),
+         bench_records.block(1, 1000 * ms, 200 * ms),
+         bench_records.block(2, 1200 * ms, 200 * ms)], colls)
+    (path / "traces" / f"{name}.worker-0.json").write_text(
+        json.dumps(trace))
+
+
+def test_compute_from_step_gaps_matches_the_traced_gaps(tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  # The traces' 12 ms before the second step ask for a smaller compute
+  # than the compute alone's gap in the model.
+  _step_gap_bench(tmp_path, 12)
+  alone = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  gaps = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                               compute_from="step_gaps")
+  passes = gaps["inputs"]["compute_from_traces"]
+  assert passes[0]["factor"] == 1.0
+  assert passes[0]["traced_over_modelled"] == pytest.approx(
+      trace_calibration.traced_over_modelled(alone["rows"].values(),
+                                             "step_gap_s"))
+  assert passes[0]["traced_over_modelled"] < 0.8
+  # The passes end where the model's gaps are the traces'.
+  last = passes[-1]
+  assert abs(last["traced_over_modelled"] - 1) <= (
+      validate_sim.COMPUTE_CONVERGED)
+  assert last["factor"] < 1
+  modelled = [row["first_step"]["model"]["step_gap_s"]
+              for row in gaps["rows"].values()]
+  assert statistics.median(modelled) == pytest.approx(
+      0.012, rel=2 * validate_sim.COMPUTE_CONVERGED)
+  for name, gap in zip(gaps["rows"], modelled):
+    assert gap < alone["rows"][name]["first_step"]["model"]["step_gap_s"]
+  assert gaps["inputs"]["settings"]["compute_from"] == "step_gaps"
+  assert ("Compute from the traces (--compute_from=step_gaps), the rows' "
+          "median gap before a block's second step") in (
+              validate_sim.format_table(gaps))
+  assert f"times {last['factor']:.3f} (--compute_from)" in (
+      gaps["inputs"]["compute"])
+
+
+def test_compute_factor_bisects_once_bracketed():
+  validate_sim = scripts.load_script("validate_sim")
+  # Before a pass on each side of 1: the last factor times its ratio.
+  assert validate_sim._next_compute_factor(
+      [{"factor": 1.0, "traced_over_modelled": 0.6}]) == pytest.approx(0.6)
+  # 0.6 overshot (ratio above 1): the geometric middle of the closest
+  # factors on either side, not 0.6 * 1.3.
+  passes = [{"factor": 1.0, "traced_over_modelled": 0.6},
+            {"factor": 0.6, "traced_over_modelled": 1.3},
+            {"factor": 0.8, "traced_over_modelled": 0.9}]
+  assert validate_sim._next_compute_factor(passes[:2]) == pytest.approx(
+      (0.6 * 1.0) ** 0.5)
+  assert validate_sim._next_compute_factor(passes) == pytest.approx(
+      (0.6 * 0.8) ** 0.5)

@@ -272,14 +272,25 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   return share, {k: max(0.0, u) for k, u in startups.items()}
 
 
-def traced_over_modelled(rows: Iterable[Dict[str, Any]]) -> Optional[float]:
+def traced_over_modelled(rows: Iterable[Dict[str, Any]],
+                         measure: str = "backward_end_s") -> Optional[float]:
   """The median over validation report rows (`scripts/validate_sim.py`'s,
-  each with its "first_step") of the first backward pass's end in the
-  row's traces over the model's; None where no row has both."""
-  ratios = [step["trace"]["backward_end_s"] / step["model"]["backward_end_s"]
+  each with its "first_step") of a first-step measure in the row's traces
+  over the model's.
+
+  Args:
+    rows: the report's rows.
+    measure: "backward_end_s" (the first backward pass's end) or
+      "step_gap_s" (the gap before a block's second step, rows of K >= 2).
+
+  Returns:
+    The median ratio; None where no row has both, the model's above 0.
+  """
+  ratios = [step["trace"][measure] / step["model"][measure]
             for step in (r.get("first_step") for r in rows)
             if step and step.get("trace") and
-            step["model"]["backward_end_s"] > 0]
+            step["trace"].get(measure) is not None and
+            (step["model"].get(measure) or 0) > 0]
   return statistics.median(ratios) if ratios else None
 
 
