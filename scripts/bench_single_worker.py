@@ -17,7 +17,9 @@ thread), Keras `fit` on synthetic data, K=1:
 - `tf_default`: `--strategy=mirrored --scheduler=tf_default`.
 
 The rows run interleaved (A B C, then C B A, ...) so that drift on a shared
-machine hits all alike. Prints the medians and the ratios to stock and
+machine hits all alike; with --max_repeats, whole repeats are added until
+every row's median is within --settle_tolerance of its fastest run, as in
+scripts/bench.py. Prints the medians and the ratios to stock and
 writes DIR/results.json and DIR/results.md. Nothing is asserted.
 """
 
@@ -48,7 +50,14 @@ def define_flags() -> None:
   flags.DEFINE_integer("batch_size", 48, "Batch size of the one worker.")
   flags.DEFINE_integer("steps", 32, "Training steps per run.")
   flags.DEFINE_integer("warmup_steps", 16, "Steps per run not timed.")
-  flags.DEFINE_integer("repeats", 5, "Runs of every row.")
+  flags.DEFINE_integer("repeats", 5, "Runs of every row (at least).")
+  flags.DEFINE_integer("max_repeats", 0,
+                       "> --repeats (>= 2): after --repeats, whole repeats "
+                       "are added until every row's median is within "
+                       "--settle_tolerance of its fastest run, up to this "
+                       "many; 0: exactly --repeats.")
+  flags.DEFINE_float("settle_tolerance", runner.SETTLE_TOLERANCE,
+                     "See --max_repeats (a fraction of the fastest run).")
   flags.DEFINE_float("timeout_s", 300.0, "Time limit of each run.")
   flags.DEFINE_string("out", None, "Output directory (optional).")
 
@@ -64,26 +73,39 @@ def _run_once(row: str, args) -> float:
 
 
 def measure(args, log=print):
-  """Runs every row `args.repeats` times, interleaved.
+  """Runs every row `args.repeats` times, interleaved, and more up to
+  `args.max_repeats` until every row has settled.
 
   Returns:
     The results.json dict: per row its step times and median, the ratio of
-    each median to stock's, and the command and machine.
+    each median to stock's, the repeats run, the rows still unsettled, and
+    the command and machine.
+
+  Raises:
+    ValueError: on repeats that `runner.resolved_max_repeats` refuses.
   """
-  runs = {row: [] for row in ROWS}
+  max_repeats = runner.resolved_max_repeats(args.repeats, args.max_repeats)
   loads = []
-  for repeat, row in runner.interleaved(list(ROWS), args.repeats):
+
+  def run_once(setting, repeat):
     loads.append(os.getloadavg()[0])
-    runs[row].append(_run_once(row, args))
-    log(f"repeat {repeat + 1}/{args.repeats} {row}: "
-        f"{runs[row][-1] * 1e3:.2f} ms/step (load before {loads[-1]:.2f})")
+    step_s = _run_once(setting.name, args)
+    log(f"{runner.repeat_tag(repeat, args.repeats, max_repeats)} "
+        f"{setting.name}: {step_s * 1e3:.2f} ms/step (load before "
+        f"{loads[-1]:.2f})")
+    return step_s
+
+  runs, done, left = runner.repeat_until_settled(
+      run_once, [runner.Setting(row) for row in ROWS], args.repeats,
+      max_repeats, args.settle_tolerance, log)
   stock = statistics.median(runs["stock"])
   rows = {}
   for row, step_s in runs.items():
     median = statistics.median(step_s)
     rows[row] = {"flags": ROWS[row], "step_s": step_s, "median_s": median,
                  "ratio_to_stock": median / stock}
-  return {"rows": rows, "goal_ratio_to_stock": GOAL,
+  return {"rows": rows, "goal_ratio_to_stock": GOAL, "repeats": done,
+          "unsettled": left,
           "command": " ".join(shlex.quote(a) for a in sys.argv),
           "machine": f"{runner.machine()}; load average before each run "
                      f"{min(loads):.2f}-{max(loads):.2f}; 1 worker pinned "
@@ -106,12 +128,19 @@ def markdown(results) -> str:
   met = "met" if pace <= results["goal_ratio_to_stock"] else "NOT met"
   lines += ["", f"pace / stock = {pace:.4f} (goal <= "
             f"{results['goal_ratio_to_stock']:.2f}: {met})."]
+  if results.get("unsettled"):
+    lines += ["", f"Not settled after {results['repeats']} repeat(s) "
+              "(median above the fastest run by more than the tolerance): "
+              f"{', '.join(results['unsettled'])}."]
   return "\n".join(lines) + "\n"
 
 
 def main(argv):
   del argv
-  results = measure(flags.FLAGS)
+  try:
+    results = measure(flags.FLAGS)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
   text = markdown(results)
   print(text)
   if flags.FLAGS.out:

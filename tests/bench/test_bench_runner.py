@@ -235,9 +235,19 @@ def test_the_bench_repeats_until_settled_and_says_so(tmp_path, monkeypatch):
       "tf_default_k1.worker-0.json", "tf_default_k1.worker-1.json"]
 
 
+def test_the_cap_of_repeats_is_checked_before_any_run():
+  assert runner.resolved_max_repeats(2, None) == 2
+  assert runner.resolved_max_repeats(2, 0) == 2
+  assert runner.resolved_max_repeats(2, 5) == 5
+  assert runner.resolved_max_repeats(1, 1) == 1
+  for repeats, max_repeats in ((1, 3), (3, 2), (0, None)):
+    with pytest.raises(ValueError, match="one run is always settled"):
+      runner.resolved_max_repeats(repeats, max_repeats)
+
+
 def test_extra_repeats_need_two_repeats_at_least(tmp_path):
   for repeats, max_repeats in ((1, 3), (3, 2)):
-    with pytest.raises(ValueError, match="max_repeats must be at least"):
+    with pytest.raises(ValueError, match="max_repeats 0 or at least"):
       runner.run(_training_writing_files([]), model="m", num_workers=2,
                  bandwidth=None, steps=4, warmup_steps=1,
                  schedulers=["tf_default"], repeats=repeats,

@@ -362,6 +362,38 @@ def speed_reading(num_workers: int, heap_args: Sequence[str] = (),
   return max(s["ms_per_matmul"] for s in stats)
 
 
+def resolved_max_repeats(repeats: int, max_repeats: Optional[int]) -> int:
+  """The most repeats to run, checked before any run.
+
+  Args:
+    repeats: the repeats always run (>= 1).
+    max_repeats: None or 0 (exactly `repeats`), or more: the cap of
+      `repeat_until_settled`.
+
+  Returns:
+    The cap (`repeats` without one).
+
+  Raises:
+    ValueError: if `repeats` is below 1, `max_repeats` below `repeats`, or
+      above a `repeats` of 1 (one run is always settled).
+  """
+  cap = max_repeats or repeats
+  if repeats < 1 or cap < repeats or (cap > repeats and repeats < 2):
+    raise ValueError(f"max_repeats {max_repeats} with repeats {repeats}: "
+                     "repeats must be positive, max_repeats 0 or at least "
+                     "repeats, and above it only with 2 or more repeats "
+                     "(one run is always settled)")
+  return cap
+
+
+def repeat_tag(repeat: int, repeats: int, max_repeats: int) -> str:
+  """How a run of 0-based `repeat` is logged: "repeat 2/3:", or, with
+  repeats added until settled, "repeat 4 (3 to 9, until settled):"."""
+  if max_repeats > repeats:
+    return f"repeat {repeat + 1} ({repeats} to {max_repeats}, until settled):"
+  return f"repeat {repeat + 1}/{repeats}:"
+
+
 def repeat_until_settled(
     run_one: Callable[[Setting, int], float], order: Sequence[Setting],
     repeats: int, max_repeats: int, tolerance: float = SETTLE_TOLERANCE,
@@ -438,12 +470,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
     ValueError: if `max_repeats` is below `repeats`, or above a `repeats`
       of 1 (one run is always settled).
   """
-  max_repeats = repeats if max_repeats is None else max_repeats
+  max_repeats = resolved_max_repeats(repeats, max_repeats)
   until_settled = max_repeats > repeats
-  if max_repeats < repeats or (until_settled and repeats < 2):
-    raise ValueError(f"max_repeats {max_repeats} with repeats {repeats}: "
-                     "max_repeats must be at least repeats, and above it "
-                     "only with 2 or more repeats")
   start = time.perf_counter()
   link = link_of(bandwidth)
   bench = Bench(train_once, model=model, batch_size=batch_size, steps=steps,
@@ -468,10 +496,8 @@ def run(train_once: Callable[..., Dict[str, Any]], *, model: str,
                      pace_sparse_as_dense)
   order = rows + [Setting(COMPUTE), Setting(COMM), Setting(SPEED)]
   by_name, done, left = repeat_until_settled(
-      lambda s, repeat: bench.run(s, tag=(
-          f"repeat {repeat + 1} ({repeats} to {max_repeats}, until "
-          "settled): " if until_settled else
-          f"repeat {repeat + 1}/{repeats}: ")),
+      lambda s, repeat: bench.run(
+          s, tag=repeat_tag(repeat, repeats, max_repeats) + " "),
       order, repeats, max_repeats, settle_tolerance, log)
   trace_runs = bench.keep_median_runs([s.name for s in rows])
   compute_s = statistics.median(by_name.pop(COMPUTE))
