@@ -1614,12 +1614,32 @@ def format_table(report: Dict[str, Any]) -> str:
   """A markdown table of `validate`'s result, with its inputs."""
   inputs = report["inputs"]
   s = inputs["setup"]
-  cpu = inputs["cpu_cost"]
-  link = inputs["link"]
   lines = [
       f"Simulator vs measured: {s['model']}, {s['workers']} workers, global "
       f"batch {s['global_batch_size']} ({inputs['results_dir']}).",
       "",
+      *_input_lines(inputs),
+      "",
+      f"Measured: each row's {inputs['settings']['reference']} repeat.",
+      "",
+      "| row | measured ms | predicted ms | error | planner model ms | "
+      "colls | plan | fwd | cpu / alpha ms | share | bytes | ovh ms | "
+      "su ms | late0 | pen ms | lone | note |",
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+      "---:|---:|---|",
+      *(_row_line(name, r) for name, r in report["rows"].items()),
+      *_verdict_lines(report)]
+  if report["missing"]:
+    lines += ["", "Not recorded by the benchmark (stand-ins used above):"]
+    lines += [f"- {m}" for m in report["missing"]]
+  return "\n".join(lines) + "\n"
+
+
+def _input_lines(inputs: Dict[str, Any]) -> List[str]:
+  """The table's list of its inputs and where each came from."""
+  cpu = inputs["cpu_cost"]
+  link = inputs["link"]
+  return [
       f"- Per-op times: {inputs['compute']}.",
       *_compute_passes_lines(inputs.get("compute_from_traces"),
                              inputs["settings"].get("compute_from")),
@@ -1708,53 +1728,47 @@ def format_table(report: Dict[str, Any]) -> str:
       ("median: they are of its median run"
        if inputs.get("traces_of_median_runs")
        else "fastest repeat") + "), used for no calibration: " +
-      (", ".join(inputs["disturbed_traces"]) or "none") + ".",
-      "",
-      f"Measured: each row's {inputs['settings']['reference']} repeat.",
-      "",
-      "| row | measured ms | predicted ms | error | planner model ms | "
-      "colls | plan | fwd | cpu / alpha ms | share | bytes | ovh ms | "
-      "su ms | late0 | pen ms | lone | note |",
-      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
-      "---:|---:|---|",
-  ]
-  for name, r in report["rows"].items():
-    err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
-    c = r.get("calibration") or {}
-    fwd = ("-" if c.get("forward_share") is None else
-           f"{c['forward_share']:.2f}")
-    share = ("-" if c.get("comm_cpu_share") is None else
-             f"{c['comm_cpu_share']:.3f}")
-    bytes_share = ("-" if c.get("bytes_cpu_share") is None else
-                   f"{c['bytes_cpu_share']:.2f}")
-    late = ("-" if c.get("task0_late_share") is None else
-            f"{c['task0_late_share']:.2f}")
-    pen = _ms(c.get("order_penalty_whole_s"))
-    lone = (f"{c['lone_scale']:.2f}" if c.get("lone_from_traces") else "-")
-    lines.append(
-        f"| {name} | {r['measured_s'] * 1e3:.1f} | {_ms(r['predicted_s'])} "
-        f"| {err} | {_ms(r.get('planner_model_s'))} | "
-        f"{r.get('collectives', '-')} | {r.get('plan', '-')} | {fwd} | "
-        f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
-        f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
-        f"{share} | {bytes_share} | {_ms(c.get('block_overhead_s'))} | "
-        f"{_ms(c.get('block_startup_s'))} | {late} | {pen} | {lone} | "
-        f"{r.get('note', '')} |")
+      (", ".join(inputs["disturbed_traces"]) or "none") + "."]
+
+
+def _fixed(value: Optional[float], fmt: str) -> str:
+  return "-" if value is None else fmt.format(value)
+
+
+def _row_line(name: str, r: Dict[str, Any]) -> str:
+  """A row of the table."""
+  err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+  c = r.get("calibration") or {}
+  lone = f"{c['lone_scale']:.2f}" if c.get("lone_from_traces") else "-"
+  return (
+      f"| {name} | {r['measured_s'] * 1e3:.1f} | {_ms(r['predicted_s'])} "
+      f"| {err} | {_ms(r.get('planner_model_s'))} | "
+      f"{r.get('collectives', '-')} | {r.get('plan', '-')} | "
+      f"{_fixed(c.get('forward_share'), '{:.2f}')} | "
+      f"{_ms(c.get('cpu_fixed_s'), '{:.2f}')} / "
+      f"{_ms(c.get('alpha_s'), '{:.2f}')} | "
+      f"{_fixed(c.get('comm_cpu_share'), '{:.3f}')} | "
+      f"{_fixed(c.get('bytes_cpu_share'), '{:.2f}')} | "
+      f"{_ms(c.get('block_overhead_s'))} | "
+      f"{_ms(c.get('block_startup_s'))} | "
+      f"{_fixed(c.get('task0_late_share'), '{:.2f}')} | "
+      f"{_ms(c.get('order_penalty_whole_s'))} | {lone} | "
+      f"{r.get('note', '')} |")
+
+
+def _verdict_lines(report: Dict[str, Any]) -> List[str]:
+  """The table's closing line: the largest error against the target."""
   worst = report["max_abs_error"]
-  if worst is not None:
-    verdict = "meets" if worst <= report["target"] else "misses"
-    within = sum(1 for r in report["rows"].values()
-                 if r["error"] is not None and
-                 abs(r["error"]) <= report["target"])
-    total = sum(1 for r in report["rows"].values() if r["error"] is not None)
-    lines += ["", f"max |error| {worst * 100:.1f}% ({verdict} the "
-              f"{report['target'] * 100:.0f}% target; {within} of {total} "
-              f"rows within it); median "
-              f"{report['median_abs_error'] * 100:.1f}%."]
-  if report["missing"]:
-    lines += ["", "Not recorded by the benchmark (stand-ins used above):"]
-    lines += [f"- {m}" for m in report["missing"]]
-  return "\n".join(lines) + "\n"
+  if worst is None:
+    return []
+  errors = [r["error"] for r in report["rows"].values()
+            if r["error"] is not None]
+  verdict = "meets" if worst <= report["target"] else "misses"
+  within = sum(1 for e in errors if abs(e) <= report["target"])
+  return ["", f"max |error| {worst * 100:.1f}% ({verdict} the "
+          f"{report['target'] * 100:.0f}% target; {within} of "
+          f"{len(errors)} rows within it); median "
+          f"{report['median_abs_error'] * 100:.1f}%."]
 
 
 def main(argv: Sequence[str]) -> None:
