@@ -1028,13 +1028,19 @@ def _backward_pass_bench(path, backward_end_ms):
         json.dumps(trace))
 
 
-def test_compute_from_traces_matches_the_traced_backward_pass(tmp_path):
+def _with_and_without(path, compute_from):
+  """validate_sim, and its reports on `path` by default and with
+  `compute_from`."""
   validate_sim = scripts.load_script("validate_sim")
+  return (validate_sim, validate_sim.validate(str(path), cpu_cost="none"),
+          validate_sim.validate(str(path), cpu_cost="none",
+                                compute_from=compute_from))
+
+
+def test_compute_from_traces_matches_the_traced_backward_pass(tmp_path):
   # The compute alone is 50 ms; the traces' backward passes end 60 ms in.
   _backward_pass_bench(tmp_path, 60)
-  alone = validate_sim.validate(str(tmp_path), cpu_cost="none")
-  traced = validate_sim.validate(str(tmp_path), cpu_cost="none",
-                                 compute_from="traces")
+  validate_sim, alone, traced = _with_and_without(tmp_path, "traces")
   # Without the flag the report and table are as before it.
   assert "compute_from_traces" not in alone["inputs"]
   assert "compute_from" not in alone["inputs"]["settings"]
@@ -1121,13 +1127,10 @@ def _step_gap_bench(path, gap_ms):
 
 
 def test_compute_from_step_gaps_matches_the_traced_gaps(tmp_path):
-  validate_sim = scripts.load_script("validate_sim")
   # The traces' 12 ms before the second step ask for a smaller compute
   # than the compute alone's gap in the model.
   _step_gap_bench(tmp_path, 12)
-  alone = validate_sim.validate(str(tmp_path), cpu_cost="none")
-  gaps = validate_sim.validate(str(tmp_path), cpu_cost="none",
-                               compute_from="step_gaps")
+  validate_sim, alone, gaps = _with_and_without(tmp_path, "step_gaps")
   passes = gaps["inputs"]["compute_from_traces"]
   assert passes[0]["factor"] == 1.0
   assert passes[0]["traced_over_modelled"] == pytest.approx(
