@@ -58,7 +58,15 @@ and the median over its rows of K >= 2 of how much longer the model's
 gap between a block's steps is than the traces' (the first step's last
 collective's end to the second step's first ready gradient); then, over
 the reports with both of the first, the correlation of the offset with the
-log of that ratio and the least-squares slope of one on the other.
+log of that ratio and the least-squares slope of one on the other, and
+over the reports with a gap, the correlation of the offset with it.
+
+With --against=DIR it compares each report with the report of the same
+file name in DIR (the same directories validated with other settings,
+e.g. `validate_sim.py --compute_from=step_gaps --json` into /tmp): per
+report, the largest error and the rows within the target of each, and in
+all, how many reports meet the target with each, how many rows are within
+it, and in how many reports the largest error is lower or higher in DIR.
 """
 
 import glob
@@ -91,6 +99,9 @@ _OFFSETS = flags.DEFINE_bool(
     "offsets", False, "Each report's common offset, its spread, and how "
     "the offsets follow the traced over modelled backward pass, instead "
     "of the per-row summary.")
+_AGAINST = flags.DEFINE_string(
+    "against", None, "Compare each report with the one of the same file "
+    "name in this directory, instead of the per-row summary.")
 _REPEATS_NEEDED = flags.DEFINE_bool(
     "repeats_needed", False, "For draws of k of each directory's repeats, "
     "how often every row's median meets the prediction's target, instead "
@@ -526,10 +537,11 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
     both of `first_step`'s modelled less traced step_gap_s (None
     without one)}}, "pairs": the reports with both, "correlation": of
     the offset with log(traced_over_modelled), "slope": the offset's
-    least-squares slope on it}; None where there is too little to
-    compute either.
+    least-squares slope on it, "gap_reports": the reports with a
+    step_gap_excess_s, "gap_correlation": of the offset with it}; None
+    where there is too little to compute one.
   """
-  reports, pairs = {}, []
+  reports, pairs, gaps = {}, [], []
   for path in paths:
     rows = [r for r in _load(path)["rows"].values()
             if r.get("error") is not None]
@@ -549,11 +561,14 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
         "step_gap_excess_s": statistics.median(excess) if excess else None}
     if ratio is not None:
       pairs.append((math.log(ratio), offset))
+    if excess:
+      gaps.append((statistics.median(excess), offset))
   slope = None
   if _correlation(pairs) is not None:
     slope = statistics.linear_regression(*zip(*pairs)).slope
   return {"reports": reports, "pairs": len(pairs),
-          "correlation": _correlation(pairs), "slope": slope}
+          "correlation": _correlation(pairs), "slope": slope,
+          "gap_reports": len(gaps), "gap_correlation": _correlation(gaps)}
 
 
 def format_offsets(found: Dict[str, Any]) -> str:
@@ -572,6 +587,76 @@ def format_offsets(found: Dict[str, Any]) -> str:
   lines.append(f"offset against log(traced over modelled): correlation "
                f"{_show(found['correlation'])}, slope {slope} over "
                f"{found['pairs']} reports")
+  lines.append(f"offset against the modelled less traced gap between "
+               f"steps: correlation {_show(found['gap_correlation'])} over "
+               f"{found['gap_reports']} reports")
+  return "\n".join(lines)
+
+
+def _verdict(report: Dict[str, Any]) -> Tuple[float, int, int, float]:
+  """(largest |error|, rows within the target, rows, target)."""
+  target = report.get("target", TARGET)
+  errors = [abs(r["error"]) for r in report["rows"].values()
+            if r.get("error") is not None]
+  return (max(errors, default=0.0),
+          sum(1 for e in errors if e <= target), len(errors), target)
+
+
+def against(paths: Sequence[str], other_dir: str) -> Dict[str, Any]:
+  """Each report against the one of the same file name in `other_dir`.
+
+  Args:
+    paths: `scripts/validate_sim.py --json` reports.
+    other_dir: a directory of such reports, of the same directories.
+
+  Returns:
+    {"reports": {file name: {"max": (this, other) largest |error|,
+    "within": (this, other) rows within the target, "rows": rows}},
+    "missing": file names not in `other_dir`, "meets": (this, other)
+    reports whose every row is within the target, "within": (this, other)
+    rows within it in all, "rows": rows in all, "lower", "higher": reports
+    whose largest error is lower, higher in `other_dir`}.
+  """
+  reports, missing = {}, []
+  for path in paths:
+    name = os.path.basename(path)
+    other_path = os.path.join(other_dir, name)
+    if not os.path.isfile(other_path):
+      missing.append(name)
+      continue
+    mine, theirs = _verdict(_load(path)), _verdict(_load(other_path))
+    reports[name] = {"max": (mine[0], theirs[0]),
+                     "within": (mine[1], theirs[1]), "rows": mine[2],
+                     "meets": (mine[1] == mine[2], theirs[1] == theirs[2])}
+  def total(key, i):
+    return sum(r[key][i] for r in reports.values())
+  return {"reports": reports, "missing": missing,
+          "meets": (total("meets", 0), total("meets", 1)),
+          "within": (total("within", 0), total("within", 1)),
+          "rows": sum(r["rows"] for r in reports.values()),
+          "lower": sum(1 for r in reports.values()
+                       if r["max"][1] < r["max"][0]),
+          "higher": sum(1 for r in reports.values()
+                        if r["max"][1] > r["max"][0])}
+
+
+def format_against(found: Dict[str, Any], other_dir: str) -> str:
+  """`against`'s result as text."""
+  lines = [f"report: largest error and rows within the target, here -> in "
+           f"{other_dir}"]
+  for name, r in found["reports"].items():
+    lines.append(f"{name}: {r['max'][0] * 100:.1f}% ({r['within'][0]} of "
+                 f"{r['rows']}) -> {r['max'][1] * 100:.1f}% "
+                 f"({r['within'][1]} of {r['rows']})")
+  if found["missing"]:
+    lines.append(f"not in {other_dir}: {', '.join(found['missing'])}")
+  n = len(found["reports"])
+  lines.append(
+      f"every row within the target: {found['meets'][0]} -> "
+      f"{found['meets'][1]} of {n} reports; rows within it: "
+      f"{found['within'][0]} -> {found['within'][1]} of {found['rows']}; "
+      f"largest error lower in {found['lower']}, higher in "
+      f"{found['higher']}")
   return "\n".join(lines)
 
 
@@ -609,6 +694,8 @@ def main(argv):
     print(format_repeats_needed(repeats_needed(paths)))
   elif _OFFSETS.value:
     print(format_offsets(offsets(paths)))
+  elif _AGAINST.value:
+    print(format_against(against(paths, _AGAINST.value), _AGAINST.value))
   else:
     print(format_errors(row_errors(paths)))
   return 0
@@ -617,8 +704,8 @@ def main(argv):
 if __name__ == "__main__":
   flags.register_multi_flags_validator(
       ["misses", "repeat_correlation", "time_correlation",
-       "repeats_needed", "offsets"],
-      lambda given: sum(given.values()) <= 1,
+       "repeats_needed", "offsets", "against"],
+      lambda given: sum(bool(v) for v in given.values()) <= 1,
       message="--misses, --repeat_correlation, --time_correlation, "
-      "--repeats_needed and --offsets are mutually exclusive")
+      "--repeats_needed, --offsets and --against are mutually exclusive")
   app.run(main)

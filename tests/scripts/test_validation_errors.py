@@ -375,10 +375,28 @@ def test_offsets_follow_the_traced_backward_pass(tmp_path):
   assert found["correlation"] < -0.9
   assert found["slope"] == pytest.approx(
       statistics.linear_regression(xs, ys).slope)
+  # One report with a gap: too few to correlate.
+  assert (found["gap_reports"], found["gap_correlation"]) == (1, None)
   text = validation_errors.format_offsets(found)
   assert "fast.json: 3, +5.0%, 4.0%, 0.900, +3.0 ms" in text
   assert "untraced.json: 1, +40.5%, -, -, -" in text
-  assert text.endswith("over 3 reports")
+  assert f"slope {found['slope']:+.2f} over 3 reports\n" in text
+  assert text.endswith("between steps: correlation - over 1 reports")
+
+
+def test_offsets_against_the_gap_between_steps(tmp_path):
+  e = math.expm1
+  excess = {"long": (0.004, e(0.06)), "short": (-0.002, e(-0.03)),
+            "even": (0.001, e(0.02))}
+  paths = [_step_report(tmp_path / f"{name}.json",
+                        {"a@2": (error, 0.1, 0.1)},
+                        gaps={"a@2": (0.010, 0.010 + gap)})
+           for name, (gap, error) in excess.items()]
+  found = validation_errors.offsets(paths)
+  assert found["gap_reports"] == 3
+  assert found["gap_correlation"] == pytest.approx(statistics.correlation(
+      [0.004, -0.002, 0.001], [0.06, -0.03, 0.02]))
+  assert found["gap_correlation"] > 0.9
 
 
 def test_cli_prints_the_offsets(tmp_path):
@@ -389,3 +407,33 @@ def test_cli_prints_the_offsets(tmp_path):
   done = _cli("--offsets", "--misses", str(tmp_path / "a.json"),
               check=False)
   assert done.returncode != 0 and "mutually exclusive" in done.stderr
+
+
+def test_reports_against_the_same_reports_of_other_settings(tmp_path):
+  here, there = tmp_path / "here", tmp_path / "there"
+  here.mkdir()
+  there.mkdir()
+  paths = [_report(here / "a.json", {"x@1": 0.05, "y@1": -0.12}),
+           _report(here / "b.json", {"x@1": 0.02, "y@1": 0.03}),
+           _report(here / "c.json", {"x@1": 0.2})]
+  _report(there / "a.json", {"x@1": 0.07, "y@1": -0.08})
+  _report(there / "b.json", {"x@1": 0.15, "y@1": 0.03})
+  found = validation_errors.against(paths, str(there))
+  assert found["reports"]["a.json"] == {
+      "max": (pytest.approx(0.12), pytest.approx(0.08)), "within": (1, 2),
+      "rows": 2, "meets": (False, True)}
+  assert found["missing"] == ["c.json"]
+  assert (found["meets"], found["within"], found["rows"]) == (
+      (1, 1), (3, 3), 4)
+  assert (found["lower"], found["higher"]) == (1, 1)
+  text = validation_errors.format_against(found, str(there))
+  assert "a.json: 12.0% (1 of 2) -> 8.0% (2 of 2)" in text
+  assert f"not in {there}: c.json" in text
+  assert text.endswith("every row within the target: 1 -> 1 of 2 "
+                       "reports; rows within it: 3 -> 3 of 4; largest "
+                       "error lower in 1, higher in 1")
+  out = _cli(f"--against={there}", str(here / "*.json")).stdout
+  assert "b.json: 3.0% (2 of 2) -> 15.0% (1 of 2)" in out
+  both = _cli(f"--against={there}", "--offsets", str(here / "*.json"),
+              check=False)
+  assert both.returncode != 0 and "mutually exclusive" in both.stderr
