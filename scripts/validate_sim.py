@@ -224,11 +224,14 @@ LONE_MAX_SCALE = 4.0
 COMPUTE_PASSES = 8
 COMPUTE_CONVERGED = 0.005
 # --compute_from: what of `first_step` the factor brings to the traces',
-# and how the table names it. The gap before a block's second step has no
-# start-up in it, so the fitted start-ups cannot absorb that factor.
+# how the table names it, and why it may not follow the factor. The gap
+# before a block's second step has no start-up in it, so the fitted
+# start-ups cannot absorb that factor.
 COMPUTE_MEASURES = {
-    "traces": ("backward_end_s", "first backward end"),
-    "step_gaps": ("step_gap_s", "gap before a block's second step"),
+    "traces": ("backward_end_s", "first backward end",
+               "the fitted block start-ups absorb it"),
+    "step_gaps": ("step_gap_s", "gap before a block's second step",
+                  "a median over a few rows moves in jumps"),
 }
 
 FLAGS = flags.FLAGS
@@ -1606,8 +1609,8 @@ def _compute_passes_lines(passes: Optional[List[Dict[str, Any]]],
               f"{p['traced_over_modelled']:.3f}") for p in passes) +
           ("." if settled else
            f"; NOT 1: the rows above are at x{passes[-1]['factor']:.3f}, "
-           "the measure did not follow the compute (the fitted block "
-           "start-ups absorb it) or the passes ran out.")]
+           "the measure did not follow the compute "
+           f"({COMPUTE_MEASURES[compute_from][2]}) or the passes ran out.")]
 
 
 def format_table(report: Dict[str, Any]) -> str:
