@@ -214,19 +214,18 @@ LONE_MAX_STEP = math.log(2.0)
 # off their training run are not a matter of scale (the factors found on
 # real runs are 0.66-0.86); the ratio reported then stays off 1.
 LONE_MAX_SCALE = 4.0
-# --compute_from=traces: passes over every row at most, and how close to 1
-# the rows' median traced over modelled backward end must come. The passes
-# also stop where a pass moved that ratio by less than COMPUTE_CONVERGED:
-# the block start-ups, fitted to the other rows' traced heads, absorb the
-# factor (a block's head is its start-up, forward pass and the backward
-# pass up to its first ready gradient), so the backward end does not
-# follow it.
+# --compute_from: passes over every row at most, and how close to 1 the
+# rows' median traced over modelled measure must come. The passes also
+# stop where a pass moved that ratio by less than COMPUTE_CONVERGED: the
+# measure does not follow the factor (why, per measure, below).
 COMPUTE_PASSES = 8
 COMPUTE_CONVERGED = 0.005
 # --compute_from: what of `first_step` the factor brings to the traces',
-# how the table names it, and why it may not follow the factor. The gap
-# before a block's second step has no start-up in it, so the fitted
-# start-ups cannot absorb that factor.
+# how the table names it, and why it may not follow the factor. A block's
+# head is its start-up, forward pass and the backward pass up to its first
+# ready gradient, so the start-ups fitted to the other rows' heads absorb
+# the factor on the backward end; the gap before a block's second step has
+# no start-up in it.
 COMPUTE_MEASURES = {
     "traces": ("backward_end_s", "first backward end",
                "the fitted block start-ups absorb it"),
@@ -1571,8 +1570,12 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   return report
 
 
+def _fixed(value: Optional[float], fmt: str) -> str:
+  return "-" if value is None else fmt.format(value)
+
+
 def _ms(x: Optional[float], fmt: str = "{:.1f}") -> str:
-  return "-" if x is None else fmt.format(x * 1e3)
+  return _fixed(None if x is None else x * 1e3, fmt)
 
 
 def _next_compute_factor(passes: List[Dict[str, Any]]) -> float:
@@ -1732,10 +1735,6 @@ def _input_lines(inputs: Dict[str, Any]) -> List[str]:
        if inputs.get("traces_of_median_runs")
        else "fastest repeat") + "), used for no calibration: " +
       (", ".join(inputs["disturbed_traces"]) or "none") + "."]
-
-
-def _fixed(value: Optional[float], fmt: str) -> str:
-  return "-" if value is None else fmt.format(value)
 
 
 def _row_line(name: str, r: Dict[str, Any]) -> str:

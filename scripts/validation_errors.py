@@ -97,8 +97,8 @@ _TIME_CORRELATION = flags.DEFINE_bool(
     "per-row summary.")
 _OFFSETS = flags.DEFINE_bool(
     "offsets", False, "Each report's common offset, its spread, and how "
-    "the offsets follow the traced over modelled backward pass, instead "
-    "of the per-row summary.")
+    "the offsets follow the traced over modelled backward pass and the "
+    "gap between steps, instead of the per-row summary.")
 _AGAINST = flags.DEFINE_string(
     "against", None, "Compare each report with the one of the same file "
     "name in this directory, instead of the per-row summary.")
@@ -107,6 +107,9 @@ _REPEATS_NEEDED = flags.DEFINE_bool(
     "how often every row's median meets the prediction's target, instead "
     "of the per-row summary.")
 
+# The flags that each print something other than the per-row summary.
+_MODES = ("misses", "repeat_correlation", "time_correlation",
+          "repeats_needed", "offsets", "against")
 # The references scripts/bench.py runs once per repeat beside the rows.
 REFERENCES = ("compute alone", "communication alone")
 # Fewer repeats than this give no deviation worth correlating.
@@ -549,10 +552,8 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
       continue
     logs = [math.log1p(r["error"]) for r in rows]
     ratio = trace_calibration.traced_over_modelled(rows)
-    excess = [step["model"]["step_gap_s"] - step["trace"]["step_gap_s"]
-              for step in (r.get("first_step") for r in rows)
-              if step and (step.get("trace") or {}).get("step_gap_s")
-              is not None and step["model"].get("step_gap_s") is not None]
+    excess = [modelled - traced for traced, modelled in
+              trace_calibration.first_step_pairs(rows, "step_gap_s")]
     offset = statistics.mean(logs)
     reports[path] = {
         "rows": len(rows), "offset": offset,
@@ -593,13 +594,13 @@ def format_offsets(found: Dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def _verdict(report: Dict[str, Any]) -> Tuple[float, int, int, float]:
-  """(largest |error|, rows within the target, rows, target)."""
+def _verdict(report: Dict[str, Any]) -> Tuple[float, int, int]:
+  """(largest |error|, rows within the target, rows)."""
   target = report.get("target", TARGET)
   errors = [abs(r["error"]) for r in report["rows"].values()
             if r.get("error") is not None]
   return (max(errors, default=0.0),
-          sum(1 for e in errors if e <= target), len(errors), target)
+          sum(1 for e in errors if e <= target), len(errors))
 
 
 def against(paths: Sequence[str], other_dir: str) -> Dict[str, Any]:
@@ -703,9 +704,7 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.register_multi_flags_validator(
-      ["misses", "repeat_correlation", "time_correlation",
-       "repeats_needed", "offsets", "against"],
-      lambda given: sum(bool(v) for v in given.values()) <= 1,
-      message="--misses, --repeat_correlation, --time_correlation, "
-      "--repeats_needed, --offsets and --against are mutually exclusive")
+      list(_MODES), lambda given: sum(bool(v) for v in given.values()) <= 1,
+      message=", ".join(f"--{m}" for m in _MODES[:-1]) +
+      f" and --{_MODES[-1]} are mutually exclusive")
   app.run(main)

@@ -7,8 +7,9 @@ the gap between its steps (`trace_blocks`); their medians over the other
 rows' traces (`calibrate`); and the robust fits to them of the per-block
 overhead and of the forward share and block start-up (`lad_fit`,
 `fit_block_head`). For reading only: a trace's first steps
-(`first_step_medians`) and the rows' traced over modelled backward end
-(`traced_over_modelled`). Pure Python.
+(`first_step_medians`), and over a validation report's rows their traced
+and modelled first-step measures (`first_step_pairs`) and the median
+ratio of them (`traced_over_modelled`). Pure Python.
 """
 
 import statistics
@@ -272,6 +273,16 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   return share, {k: max(0.0, u) for k, u in startups.items()}
 
 
+def first_step_pairs(rows: Iterable[Dict[str, Any]], measure: str
+                     ) -> List[Tuple[float, float]]:
+  """(traced, modelled) `measure` of the "first_step" of each validation
+  report row (`scripts/validate_sim.py`'s) that has both."""
+  return [(step["trace"][measure], step["model"][measure])
+          for step in (r.get("first_step") for r in rows)
+          if step and (step.get("trace") or {}).get(measure) is not None
+          and step["model"].get(measure) is not None]
+
+
 def traced_over_modelled(rows: Iterable[Dict[str, Any]],
                          measure: str = "backward_end_s") -> Optional[float]:
   """The median over validation report rows (`scripts/validate_sim.py`'s,
@@ -286,11 +297,9 @@ def traced_over_modelled(rows: Iterable[Dict[str, Any]],
   Returns:
     The median ratio; None where no row has both, the model's above 0.
   """
-  ratios = [step["trace"][measure] / step["model"][measure]
-            for step in (r.get("first_step") for r in rows)
-            if step and step.get("trace") and
-            step["trace"].get(measure) is not None and
-            (step["model"].get(measure) or 0) > 0]
+  ratios = [traced / modelled
+            for traced, modelled in first_step_pairs(rows, measure)
+            if modelled > 0]
   return statistics.median(ratios) if ratios else None
 
 
