@@ -201,3 +201,16 @@ def test_traced_over_modelled_takes_the_median_of_a_measure():
       rows, "step_gap_s") == pytest.approx(0.4)
   assert trace_calibration.traced_over_modelled(rows[1:2],
                                                 "step_gap_s") is None
+
+
+def test_first_step_pairs_keep_the_rows_with_both_sides():
+  rows = [{"first_step": {"trace": {"step_gap_s": 0.01},
+                          "model": {"step_gap_s": 0.0}}},
+          {"first_step": {"trace": None, "model": {"step_gap_s": 0.02}}},
+          {"first_step": {"trace": {"step_gap_s": 0.03}, "model": {}}},
+          {"first_step": None}, {}]
+  # A modelled 0 is kept here (the ratio leaves it out, the difference
+  # does not).
+  assert trace_calibration.first_step_pairs(rows, "step_gap_s") == [
+      (0.01, 0.0)]
+  assert trace_calibration.first_step_pairs(rows, "backward_end_s") == []
