@@ -319,17 +319,9 @@ class Bench:
                                    **launch.MEASUREMENT_WORKER)
 
   def _compute_alone(self) -> Tuple[float, Dict[str, Any]]:
-    # Every worker trains its own shard with no strategy at all, all at
-    # once, each on its core: the compute of a training step, no all-reduce.
-    per_worker = self.batch_size // self.num_workers
-    stats = self._launch(
-        [sys.executable, self.train_script, "--strategy=one_device",
-         f"--model={self.model}", f"--batch_size={per_worker}",
-         f"--steps={self.steps}", "--unroll=1",
-         f"--warmup_blocks={self.warmup_steps}", *self.heap_args],
-        link=None)
-    return max(s["median_step_s"] for s in stats), {
-        "per_worker_batch": per_worker}
+    return compute_alone(self.train_script, self.model, self.batch_size,
+                         self.steps, self.warmup_steps, self.num_workers,
+                         heap_args=self.heap_args, timeout_s=self.timeout_s)
 
   def _comm_alone(self) -> Tuple[float, Dict[str, Any]]:
     stats = self._launch([sys.executable, "-m",
@@ -343,6 +335,48 @@ class Bench:
       self.comm_samples.setdefault(b, []).append(t)
     return max(s["comm_s"] for s in stats), {"nbytes": stats[0]["nbytes"],
                                              "samples": samples}
+
+
+def compute_alone(train_script: str, model: str, batch_size: int, steps: int,
+                  warmup_steps: int, num_workers: int, unroll: int = 1,
+                  heap_args: Sequence[str] = (), timeout_s: float = 300.0
+                  ) -> Tuple[float, Dict[str, Any]]:
+  """The compute of a training step with no all-reduce: every worker trains
+  its own shard (`batch_size` / `num_workers`) with no strategy at all, all
+  at once, each pinned to its core as in the training runs.
+
+  Args:
+    train_script: the path of scripts/train.py.
+    model: a model of the registry.
+    batch_size: the global batch size of the training rows.
+    steps: steps per run (a multiple of `unroll`).
+    warmup_steps: steps left out of the median (a multiple of `unroll`).
+    num_workers: processes, one per core.
+    unroll: steps per `tf.function` call (K); the rows' reference is K=1.
+    heap_args: the benchmark's heap flag.
+    timeout_s: time limit of the launch.
+
+  Returns:
+    (the slowest worker's median seconds per step, {"per_worker_batch"}).
+
+  Raises:
+    ValueError: if `steps` or `warmup_steps` is not a multiple of `unroll`.
+    RuntimeError: if a worker failed or timed out.
+  """
+  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+  if steps % unroll or warmup_steps % unroll:
+    raise ValueError(f"steps ({steps}) and warmup steps ({warmup_steps}) "
+                     f"must be multiples of the unroll ({unroll})")
+  per_worker = batch_size // num_workers
+  stats = launch.launch_for_stats(
+      [sys.executable, train_script, "--strategy=one_device",
+       f"--model={model}", f"--batch_size={per_worker}", f"--steps={steps}",
+       f"--unroll={unroll}", f"--warmup_blocks={warmup_steps // unroll}",
+       *heap_args],
+      num_workers, timeout_s=timeout_s, link=None,
+      **launch.MEASUREMENT_WORKER)
+  return max(s["median_step_s"] for s in stats), {
+      "per_worker_batch": per_worker}
 
 
 def speed_reading(num_workers: int, heap_args: Sequence[str] = (),
