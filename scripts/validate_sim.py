@@ -214,6 +214,12 @@ LONE_MAX_STEP = math.log(2.0)
 # off their training run are not a matter of scale (the factors found on
 # real runs are 0.66-0.86); the ratio reported then stays off 1.
 LONE_MAX_SCALE = 4.0
+# --input_work: "startups" takes the growth of the fitted block start-ups
+# with K as input work per step that a block's start does for its later
+# steps (`trace_calibration.input_work_per_step`); "none" leaves it in
+# their forward passes.
+INPUT_WORK = ("startups", "none")
+INPUT_WORK_DEFAULT = "none"
 # --compute_from: passes over every row at most, and how close to 1 the
 # rows' median traced over modelled measure must come. The passes also
 # stop where a pass moved that ratio by less than COMPUTE_CONVERGED: the
@@ -302,6 +308,14 @@ def define_flags() -> None:
                     "alone and communication alone from: the median (the "
                     "issue's metric) or the fastest (the least disturbed "
                     "on a shared machine).")
+  flags.DEFINE_enum("input_work", INPUT_WORK_DEFAULT, list(INPUT_WORK),
+                    "'startups': the growth of the block start-ups "
+                    "fitted per K over K=1's is input work per step (the "
+                    "K batches taken from the iterator at the block's "
+                    "start), which the compute alone holds in every step: "
+                    "a block's later steps run without it, as early "
+                    "compute (ExecutionModel.early_compute); 'none': they "
+                    "run the whole compute alone.")
   flags.DEFINE_enum("compute_from", "compute_alone",
                     sorted(COMPUTE_MEASURES) + ["compute_alone"],
                     "What the DAG's compute is scaled to: "
@@ -652,6 +666,7 @@ class _RowSettings(NamedTuple):
     reference: "median" or "fastest".
     latency_behind_bytes: see `ExecutionModel.latency_behind_bytes`.
     lone_tolerance: see `validate`.
+    input_work: see `validate`.
   """
   comm_cpu_share: Optional[float]
   bytes_cpu_share: Optional[float]
@@ -662,6 +677,7 @@ class _RowSettings(NamedTuple):
   reference: str
   latency_behind_bytes: bool
   lone_tolerance: float
+  input_work: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -747,6 +763,11 @@ class _RowFit(NamedTuple):
     startups: the block start-up per K, fitted.
     startup: the row's block start-up, fitted or given.
     dag: the row's training DAG, of that forward share.
+    input_work: seconds of input work per step that the start-ups do for
+      a block's later steps (`trace_calibration.input_work_per_step`), or
+      None (--input_work=none, or not identifiable).
+    early: seconds of each later step's compute run at the block's start:
+      the early compute measured, plus `input_work`.
   """
   calib: Dict[str, Any]
   heads: List[Tuple[int, float, float]]
@@ -754,6 +775,8 @@ class _RowFit(NamedTuple):
   startups: Dict[int, float]
   startup: float
   dag: Any
+  input_work: Optional[float]
+  early: float
 
 
 class _Lateness(NamedTuple):
@@ -841,7 +864,7 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
                   block_overhead_ms: str, block_startup_ms: str,
                   forward_share: str, reference: str,
                   latency_behind_bytes: bool,
-                  lone_tolerance: float) -> _RowSettings:
+                  lone_tolerance: float, input_work: str) -> _RowSettings:
   """`validate`'s per-row settings, their numbers parsed.
 
   Raises:
@@ -849,6 +872,8 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
   """
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
   bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
+  if input_work not in INPUT_WORK:
+    raise ValueError(f"input_work={input_work!r}: one of {INPUT_WORK}")
   if bytes_given is not None and not 0 < bytes_given <= 1:
     raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
                      "number in (0, 1]")
@@ -860,7 +885,7 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
                      _setting(forward_share, "forward_share")),
       forward_from_flops=forward_share == "flops", reference=reference,
       latency_behind_bytes=latency_behind_bytes,
-      lone_tolerance=lone_tolerance)
+      lone_tolerance=lone_tolerance, input_work=input_work)
 
 
 def _check_choices(lone_collective: str, lone_tolerance: float,
@@ -1105,12 +1130,24 @@ def _row_fit(trace: str, unroll: int, inputs: _DirectoryInputs,
   share_f, startups = trace_calibration.fit_block_head(
       heads, inputs.compute_total, fixed_share,
       default_share=inputs.flops_share, early_s=inputs.early)
+  input_work, early = None, inputs.early
+  if settings.input_work == "startups":
+    input_work = trace_calibration.input_work_per_step(startups)
+  if input_work:
+    # The later steps' input work moves from the forward passes to the
+    # block's start, where the early compute already runs: the start-ups
+    # refitted with it keep the heads, and a block's later steps lose it.
+    early += input_work
+    share_f, startups = trace_calibration.fit_block_head(
+        heads, inputs.compute_total, fixed_share,
+        default_share=inputs.flops_share, early_s=early)
   dag = inputs.base_dag
   if fixed_share is None:
     dag = row_plans.with_forward_share(inputs.base_dag, share_f)
   startup = (startups.get(unroll, 0.0) if settings.block_startup_ms is None
              else settings.block_startup_ms * 1e-3)
-  return _RowFit(calib, heads, share_f, startups, startup, dag)
+  return _RowFit(calib, heads, share_f, startups, startup, dag, input_work,
+                 early)
 
 
 def _lateness(trace: str, unroll: int, dag, plan,
@@ -1270,6 +1307,7 @@ def _calibration_report(fit: _RowFit, lateness: _Lateness, lone: _LoneFit,
   # pylint: enable=g-import-not-at-top
   scaled, calib = lone.scaled, fit.calib
   return {"forward_share": fit.forward_share,
+          "input_work_s": fit.input_work,
           "comm_cpu_share": scaled.comm_cpu_share,
           "bytes_cpu_share": overhead.model.bytes_cpu_share,
           "overlap_traces": len(scaled.overlap_samples),
@@ -1362,7 +1400,7 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
       workers=row_plans.gathering_workers(args, workers),
       link_burst=inputs.link_burst, fixed_cpu_fifo=True,
       latency_behind_bytes=settings.latency_behind_bytes,
-      early_compute=min(inputs.early, dag.forward_length()))
+      early_compute=min(fit.early, dag.forward_length()))
   lone = _lone_fit(base_model, fit, lateness, inputs, settings)
   overhead = _block_overhead(unroll, plan, fit, lone.scaled, lateness.lag,
                              inputs, settings)
@@ -1476,7 +1514,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
              layer_times: str = "flops",
              lone_collective: str = "traces",
              lone_tolerance: float = LONE_TOLERANCE,
-             compute_from: str = "compute_alone") -> Dict[str, Any]:
+             compute_from: str = "compute_alone",
+             input_work: str = INPUT_WORK_DEFAULT) -> Dict[str, Any]:
   """Predicts every row of RESULTS_DIR/results.json; see the module doc.
 
   Args:
@@ -1514,6 +1553,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       `COMPUTE_PASSES` passes over all rows, fewer where a pass does not
       move it: checks of how much of the errors the compute explains, not
       the default).
+    input_work: "startups" or "none" (`INPUT_WORK`, whose comment says
+      what each does).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -1527,7 +1568,7 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   results = _read_results(results_dir)
   settings = _row_settings(comm_cpu_share, bytes_cpu_share, block_overhead_ms,
                            block_startup_ms, forward_share, reference,
-                           latency_behind_bytes, lone_tolerance)
+                           latency_behind_bytes, lone_tolerance, input_work)
   details = results_files.read_json(os.path.join(results_dir,
                                                  "details.json")) or {}
   _check_choices(lone_collective, lone_tolerance, reference, compute_from)
@@ -1555,6 +1596,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
   # Only off the default, so that every directory's table stays as it was.
   arguments = {} if compute_from == "compute_alone" else {
       "compute_from": compute_from}
+  if input_work != INPUT_WORK_DEFAULT:
+    arguments["input_work"] = input_work
   report = _report(rows, stand_in_plans, inputs, {
       "cost_fallback": cost_fallback, "cpu_cost": cpu_cost,
       "comm_cpu_share": comm_cpu_share, "bytes_cpu_share": bytes_cpu_share,
@@ -1794,7 +1837,8 @@ def main(argv: Sequence[str]) -> None:
                       latency_behind_bytes=FLAGS.latency_behind_bytes,
                       lone_collective=FLAGS.lone_collective,
                       lone_tolerance=FLAGS.lone_tolerance,
-                      compute_from=FLAGS.compute_from)
+                      compute_from=FLAGS.compute_from,
+                      input_work=FLAGS.input_work)
   table = format_table(report)
   out = (os.path.join(results_dir, "validation.md") if FLAGS.out is None
          else FLAGS.out)

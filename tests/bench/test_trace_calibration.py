@@ -214,3 +214,18 @@ def test_first_step_pairs_keep_the_rows_with_both_sides():
   assert trace_calibration.first_step_pairs(rows, "step_gap_s") == [
       (0.01, 0.0)]
   assert trace_calibration.first_step_pairs(rows, "backward_end_s") == []
+
+
+def test_input_work_per_step_is_the_start_ups_growth_per_later_step():
+  # K=2's start-up does one more batch's input work than K=1's, K=4's
+  # three more: 3 ms and (10 - 1) / 3 ms a step; their median.
+  assert trace_calibration.input_work_per_step(
+      {1: 0.001, 2: 0.004, 4: 0.010}) == pytest.approx(0.0030)
+  assert trace_calibration.input_work_per_step(
+      {1: 0.001, 4: 0.010}) == pytest.approx(0.003)
+  # A start-up below K=1's is no input work; without K=1 or a larger K
+  # there is nothing to compare.
+  assert trace_calibration.input_work_per_step({1: 0.004, 2: 0.001}) == 0.0
+  assert trace_calibration.input_work_per_step({2: 0.004}) is None
+  assert trace_calibration.input_work_per_step({1: 0.004}) is None
+  assert trace_calibration.input_work_per_step({}) is None

@@ -17,6 +17,7 @@ import pytest
 
 from tf_preempt.bench import collective_cost
 from tf_preempt.bench import overlap_fit
+from tf_preempt.bench import results_files
 from tf_preempt.bench import row_plans
 from tf_preempt.bench import trace_calibration
 from tf_preempt.bench import update_backlog
@@ -1171,3 +1172,73 @@ def test_compute_factor_bisects_once_bracketed():
       (0.6 * 1.0) ** 0.5)
   assert validate_sim._next_compute_factor(passes) == pytest.approx(
       (0.6 * 0.8) ** 0.5)
+
+
+def _input_work_bench(path, head_ms, extra_ms):
+  """tf_default and tf_packed of a vgg_small directory at K = 1 and 2 (each
+  one collective of the whole gradient per step, so that every head is
+  the start-up and the whole step), traced with two blocks
+  whose first gradient is ready `head_ms` after the block's start, and
+  `extra_ms` later in the blocks of K = 2 (their start-up takes one more
+  batch); a K = 2 block's second step's gradient 30 ms after the first
+  step's collective ends."""
+  rows = {f"{s}@{k}": dict(_row(0.15), unroll=k)
+          for s in ("tf_default", "tf_packed") for k in (1, 2)}
+  one_pack = ["--bytes_per_pack=1073741824"]
+  _write_vgg_rows(path, rows, "200mbit",
+                  {"tf_packed@1": one_pack, "tf_packed@2": one_pack})
+  ms = 1000.0
+  for name, row in rows.items():
+    # Blocks of the row's median step time (150 ms a step).
+    unroll, colls = row["unroll"], []
+    head, block = head_ms + (extra_ms if unroll == 2 else 0), 150 * unroll
+    for i in range(2):
+      ready = 1000 + i * block + head
+      colls.append(bench_records.collective(
+          3 + unroll * i, 0, 1 << 20, ready * ms, ready * ms, 10 * ms))
+      if unroll == 2:
+        colls.append(bench_records.collective(
+            4 + 2 * i, 0, 1 << 20, (ready + 40) * ms, (ready + 40) * ms,
+            10 * ms))
+    trace = bench_records.trace(
+        [bench_records.block(0, 0, 1000 * ms),
+         bench_records.block(1, 1000 * ms, block * ms),
+         bench_records.block(2, (1000 + block) * ms, block * ms)], colls)
+    (path / "traces" / results_files.trace_name(name)).write_text(
+        json.dumps(trace))
+
+
+def test_input_work_moves_the_later_steps_input_to_the_block_start(
+    tmp_path):
+  # Every head of K = 2 is 6 ms longer than K = 1's: the start-ups grow by
+  # 6 ms a later step, which the compute alone holds in every step.
+  _input_work_bench(tmp_path, head_ms=70, extra_ms=6)
+  validate_sim = scripts.load_script("validate_sim")
+  alone = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  moved = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                                input_work="startups")
+  assert "input_work" not in alone["inputs"]["settings"]
+  assert moved["inputs"]["settings"]["input_work"] == "startups"
+  for name, row in moved["rows"].items():
+    before, calib = alone["rows"][name], row["calibration"]
+    assert before["calibration"]["input_work_s"] is None
+    assert calib["input_work_s"] == pytest.approx(0.006, abs=1e-6)
+    if row["unroll"] == 1:
+      # Nothing of a K = 1 block moves.
+      assert row["predicted_s"] == pytest.approx(before["predicted_s"])
+      assert calib["block_startup_s"] == pytest.approx(
+          before["calibration"]["block_startup_s"])
+      continue
+    # The refitted start-up of K = 2 is K = 1's; the 6 ms run as early
+    # compute at the block's start, and the second step runs without them.
+    assert calib["block_startup_s"] == pytest.approx(
+        before["calibration"]["block_startup_s"] - 0.006, abs=1e-6)
+    assert "early" not in before["model"]
+    assert ("6.000 ms of each later step's forward pass at the block's "
+            "start") in row["model"]
+    gap, gap_before = (r["first_step"]["model"]["step_gap_s"]
+                       for r in (row, before))
+    assert gap == pytest.approx(gap_before - 0.006, abs=5e-4)
+    assert row["predicted_s"] < before["predicted_s"]
+  with pytest.raises(ValueError, match="input_work"):
+    validate_sim.validate(str(tmp_path), cpu_cost="none", input_work="all")

@@ -273,6 +273,31 @@ def fit_block_head(samples: Sequence[Tuple[int, float, float]],
   return share, {k: max(0.0, u) for k, u in startups.items()}
 
 
+def input_work_per_step(startups: Dict[int, float]) -> Optional[float]:
+  """Seconds of input work per step that a block's start-up does for its
+  later steps, from the start-ups fitted per K (`fit_block_head`).
+
+  A block starts by taking its K batches from the iterator, eagerly, before
+  the function runs (`tf_preempt.keras.unrolled`): work per step, done at
+  the block's start. The compute alone (a K=1 block per step) holds one
+  batch's of it in every step, so the heads put one into the forward share
+  and the rest, K - 1 batches', into the start-up of K. Its growth with K
+  over K=1's is that rest.
+
+  Args:
+    startups: {K: start-up seconds}.
+
+  Returns:
+    The median over each K > 1 of (startup[K] - startup[1]) / (K - 1), at
+    least 0; None without K = 1 or a K > 1.
+  """
+  if 1 not in startups:
+    return None
+  growth = [max(0.0, (u - startups[1]) / (k - 1))
+            for k, u in startups.items() if k > 1]
+  return statistics.median(growth) if growth else None
+
+
 def first_step_pairs(rows: Iterable[Dict[str, Any]], measure: str
                      ) -> List[Tuple[float, float]]:
   """(traced, modelled) `measure` of the "first_step" of each validation
