@@ -40,14 +40,8 @@ def define_flags() -> None:
   flags.DEFINE_integer("warmup_steps", 8, "Steps per run not timed.")
   flags.DEFINE_list("schedulers", list(runner.SCHEDULERS),
                     "Schedulers to compare (must include tf_default).")
-  flags.DEFINE_integer("repeats", 2, "Runs of every row (at least).")
-  flags.DEFINE_integer("max_repeats", 0,
-                       "> --repeats (>= 2): after --repeats, whole repeats "
-                       "are added until every row's, reference's and speed "
-                       "reading's median is within --settle_tolerance of its "
-                       "fastest run, up to this many; 0: exactly --repeats.")
-  flags.DEFINE_float("settle_tolerance", runner.SETTLE_TOLERANCE,
-                     "See --max_repeats (a fraction of the fastest run).")
+  runner.define_repeat_flags(
+      2, "every row", "every row's, reference's and speed reading's")
   flags.DEFINE_string("out", None, "Output directory.")
   flags.DEFINE_integer("unroll", 2, "K of pace (and of the baselines' "
                        "second row).")

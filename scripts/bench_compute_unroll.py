@@ -44,14 +44,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("warmup_steps", 8,
                        "Steps not timed (a multiple of every K).")
   flags.DEFINE_list("unrolls", ["1", "2", "4"], "Values of K.")
-  flags.DEFINE_integer("repeats", 5, "Runs of every K (at least).")
-  flags.DEFINE_integer("max_repeats", 0,
-                       "> --repeats (>= 2): whole repeats are added until "
-                       "every K's median is within --settle_tolerance of "
-                       "its fastest run, up to this many; 0: exactly "
-                       "--repeats.")
-  flags.DEFINE_float("settle_tolerance", runner.SETTLE_TOLERANCE,
-                     "See --max_repeats (a fraction of the fastest run).")
+  runner.define_repeat_flags(5, "every K", "every K's")
   flags.DEFINE_float("timeout_s", 300.0, "Time limit of each run.")
   flags.DEFINE_string("out", None, "Output directory (optional).")
   heap.define_flag("Every run: ")

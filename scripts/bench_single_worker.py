@@ -50,14 +50,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("batch_size", 48, "Batch size of the one worker.")
   flags.DEFINE_integer("steps", 32, "Training steps per run.")
   flags.DEFINE_integer("warmup_steps", 16, "Steps per run not timed.")
-  flags.DEFINE_integer("repeats", 5, "Runs of every row (at least).")
-  flags.DEFINE_integer("max_repeats", 0,
-                       "> --repeats (>= 2): after --repeats, whole repeats "
-                       "are added until every row's median is within "
-                       "--settle_tolerance of its fastest run, up to this "
-                       "many; 0: exactly --repeats.")
-  flags.DEFINE_float("settle_tolerance", runner.SETTLE_TOLERANCE,
-                     "See --max_repeats (a fraction of the fastest run).")
+  runner.define_repeat_flags(5, "every row", "every row's")
   flags.DEFINE_float("timeout_s", 300.0, "Time limit of each run.")
   flags.DEFINE_string("out", None, "Output directory (optional).")
 

@@ -66,7 +66,10 @@ the row being predicted:
     `probe_inputs.STEP_PROFILE_GLOB` beside the directory that has its
     model), times the step's compute;
     in a block the later steps' runs at its start, and the heads the
-    start-ups are fitted to are taken less it;
+    start-ups are fitted to are taken less it; with
+    --input_work=startups (a check, not the default), also the start-up's
+    growth per later step over K=1's (`trace_calibration.
+    input_work_per_step`), the start-ups refitted with it;
   - CPU cost of a collective on the compute core (--cpu_cost): what a
     concurrent all-reduce took from a chain of matmuls on the worker's
     core, measured on the directory's link by scripts/bench_contention.py
@@ -310,9 +313,10 @@ def define_flags() -> None:
                     "on a shared machine).")
   flags.DEFINE_enum("input_work", INPUT_WORK_DEFAULT, list(INPUT_WORK),
                     "'startups': the growth of the block start-ups "
-                    "fitted per K over K=1's is input work per step (the "
-                    "K batches taken from the iterator at the block's "
-                    "start), which the compute alone holds in every step: "
+                    "fitted per K over K=1's is input work per step "
+                    "(inferred: the K batches taken from the iterator at "
+                    "the block's start), which the compute alone holds in "
+                    "every step: "
                     "a block's later steps run without it, as early "
                     "compute (ExecutionModel.early_compute); 'none': they "
                     "run the whole compute alone.")

@@ -396,6 +396,30 @@ def speed_reading(num_workers: int, heap_args: Sequence[str] = (),
   return max(s["ms_per_matmul"] for s in stats)
 
 
+def define_repeat_flags(default_repeats: int, each: str, settled: str
+                        ) -> None:
+  """Defines a benchmark script's --repeats, --max_repeats and
+  --settle_tolerance (the arguments of `repeat_until_settled`).
+
+  Args:
+    default_repeats: --repeats' default.
+    each: what runs once per repeat, as in "Runs of every row".
+    settled: whose medians must settle, as in "every row's".
+  """
+  # pylint: disable=g-import-not-at-top
+  from absl import flags
+  # pylint: enable=g-import-not-at-top
+  flags.DEFINE_integer("repeats", default_repeats,
+                       f"Runs of {each} (at least).")
+  flags.DEFINE_integer("max_repeats", 0,
+                       "> --repeats (>= 2): after --repeats, whole repeats "
+                       f"are added until {settled} median is within "
+                       "--settle_tolerance of its fastest run, up to this "
+                       "many; 0: exactly --repeats.")
+  flags.DEFINE_float("settle_tolerance", SETTLE_TOLERANCE,
+                     "See --max_repeats (a fraction of the fastest run).")
+
+
 def resolved_max_repeats(repeats: int, max_repeats: Optional[int]) -> int:
   """The most repeats to run, checked before any run.
 
