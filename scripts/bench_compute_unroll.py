@@ -14,7 +14,7 @@ than a K=1 step. This runs the same reference at each K of `--unrolls`,
 interleaved (A B C, then C B A, ...; with --max_repeats, whole repeats are
 added until every K's median is within --settle_tolerance of its fastest
 run, as scripts/bench.py's), and prints each K's median step time and its
-ratio to K=1; with --out, DIR/results.json and DIR/results.md. Nothing is
+ratio to the first K of --unrolls (K=1 by default); with --out, DIR/results.json and DIR/results.md. Nothing is
 asserted.
 """
 
@@ -51,7 +51,14 @@ def define_flags() -> None:
 
 
 def label(unroll: int) -> str:
-  """The name of K's setting."""
+  """The name of a K's setting.
+
+  Args:
+    unroll: the K.
+
+  Returns:
+    "compute alone, K=<unroll>".
+  """
   return f"compute alone, K={unroll}"
 
 
@@ -74,13 +81,16 @@ def run(model: str, batch_size: int, workers: int, steps: int,
   Returns:
     {"runs": {label: [seconds per step]}, "medians": {label: seconds},
     "ratios": {label: median over the first K's}, "repeats": int,
-    "unsettled": [label]}.
+    "unsettled": [label], "load_before": {label: [the 1-minute load
+    average before each run]}}.
 
   Raises:
     ValueError: on repeats that `runner.resolved_max_repeats` refuses, or
       steps that are not multiples of every K.
   """
   max_repeats = runner.resolved_max_repeats(repeats, max_repeats)
+  if len(set(unrolls)) != len(unrolls):
+    raise ValueError(f"--unrolls {list(unrolls)} names a K twice")
   bad = [k for k in unrolls if k < 1 or steps % k or warmup_steps % k]
   if bad:
     raise ValueError(f"--steps ({steps}) and --warmup_steps "
@@ -89,9 +99,14 @@ def run(model: str, batch_size: int, workers: int, steps: int,
   settings = [runner.Setting(label(k), "", k) for k in unrolls]
   train_script = os.path.join(_SCRIPTS, "train.py")
 
+  loads: Dict[str, List[float]] = {}
+
   def run_once(setting: runner.Setting, repeat: int) -> float:
+    # The machine is shared: what else ran is read off the load before.
+    load = os.getloadavg()[0]
+    loads.setdefault(setting.name, []).append(load)
     log(f"{runner.repeat_tag(repeat, repeats, max_repeats)} "
-        f"{setting.name} ...")
+        f"{setting.name} (load average {load:.2f}) ...")
     seconds, _ = measure(train_script, model, batch_size, steps,
                          warmup_steps, workers, unroll=setting.unroll,
                          heap_args=(f"--heap={heap_mode}",),
@@ -104,11 +119,18 @@ def run(model: str, batch_size: int, workers: int, steps: int,
   first = medians[settings[0].name]
   return {"runs": runs, "medians": medians,
           "ratios": {name: m / first for name, m in medians.items()},
-          "repeats": done, "unsettled": left}
+          "repeats": done, "unsettled": left, "load_before": loads}
 
 
 def table(summary: Dict[str, object]) -> List[str]:
-  """The summary's lines: each K's median, ratio and runs."""
+  """The summary as a Markdown table.
+
+  Args:
+    summary: what `run` returns.
+
+  Returns:
+    The table's lines: each K's median, ratio to the first K and runs.
+  """
   lines = ["| setting | median ms/step | over the first K | runs ms |",
            "|---|---:|---:|---|"]
   for name, median in summary["medians"].items():
@@ -120,8 +142,8 @@ def table(summary: Dict[str, object]) -> List[str]:
 
 def main(argv):
   del argv
-  unrolls = [int(k) for k in FLAGS.unrolls]
   try:
+    unrolls = [int(k) for k in FLAGS.unrolls]
     summary = run(FLAGS.model, FLAGS.batch_size, FLAGS.workers, FLAGS.steps,
                   FLAGS.warmup_steps, unrolls, FLAGS.repeats,
                   FLAGS.max_repeats, FLAGS.settle_tolerance, FLAGS.heap,

@@ -872,12 +872,18 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
   """`validate`'s per-row settings, their numbers parsed.
 
   Raises:
-    ValueError: on a number that does not parse or is out of range.
+    ValueError: on a number that does not parse or is out of range, an
+      unknown input_work, or input_work="startups" with a given start-up.
   """
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
   bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
   if input_work not in INPUT_WORK:
     raise ValueError(f"input_work={input_work!r}: one of {INPUT_WORK}")
+  if input_work == "startups" and block_startup_ms != "traces":
+    # A given start-up is not refitted: the later steps' input work would
+    # be dropped, not moved to the block's start.
+    raise ValueError("input_work='startups' moves work into the fitted "
+                     "block start-ups: it needs block_startup_ms='traces'")
   if bytes_given is not None and not 0 < bytes_given <= 1:
     raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
                      "number in (0, 1]")
@@ -1140,7 +1146,9 @@ def _row_fit(trace: str, unroll: int, inputs: _DirectoryInputs,
   if input_work:
     # The later steps' input work moves from the forward passes to the
     # block's start, where the early compute already runs: the start-ups
-    # refitted with it keep the heads, and a block's later steps lose it.
+    # refitted with it keep the heads (but where a K's growth is below the
+    # median, its start-up may floor at 0, and the early compute is capped
+    # at the forward pass below), and a block's later steps lose it.
     early += input_work
     share_f, startups = trace_calibration.fit_block_head(
         heads, inputs.compute_total, fixed_share,

@@ -217,10 +217,11 @@ def test_first_step_pairs_keep_the_rows_with_both_sides():
 
 
 def test_input_work_per_step_is_the_start_ups_growth_per_later_step():
-  # K=2's start-up does one more batch's input work than K=1's, K=4's
-  # three more: 3 ms and (10 - 1) / 3 ms a step; their median.
+  # K=2's start-up grows by 1 ms over K=1's, K=4's by 9 ms over 3 later
+  # steps, K=8's by 28 ms over 7: 1, 3 and 4 ms a step; their median (the
+  # mean would be 2.67 ms).
   assert trace_calibration.input_work_per_step(
-      {1: 0.001, 2: 0.004, 4: 0.010}) == pytest.approx(0.0030)
+      {1: 0.001, 2: 0.002, 4: 0.010, 8: 0.029}) == pytest.approx(0.003)
   assert trace_calibration.input_work_per_step(
       {1: 0.001, 4: 0.010}) == pytest.approx(0.003)
   # A start-up below K=1's is no input work; without K=1 or a larger K

@@ -45,13 +45,17 @@ def test_every_k_runs_interleaved_until_settled_and_ratios_to_the_first():
   table = "\n".join(bench.table(summary))
   assert "| compute alone, K=2 | 16.00 | 0.800 | 24.00, 16.00, 16.00 |" in table
   assert any("until settled" in line for line in lines)
+  assert [len(v) for v in summary["load_before"].values()] == [3, 3, 3]
 
 
-def test_steps_not_a_multiple_of_every_k_are_refused_before_any_run():
+def test_bad_unrolls_are_refused_before_any_run():
   bench = scripts.load_script("bench_compute_unroll")
   calls = []
   with pytest.raises(ValueError, match=r"multiples of every K; not of \[4\]"):
     bench.run("vgg_small", 10, 2, 8, 2, [1, 2, 4], 2,
+              measure=_stub({}, calls))
+  with pytest.raises(ValueError, match="names a K twice"):
+    bench.run("vgg_small", 10, 2, 8, 4, [1, 2, 1], 2,
               measure=_stub({}, calls))
   assert not calls
 

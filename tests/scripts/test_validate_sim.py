@@ -1242,3 +1242,6 @@ def test_input_work_moves_the_later_steps_input_to_the_block_start(
     assert row["predicted_s"] < before["predicted_s"]
   with pytest.raises(ValueError, match="input_work"):
     validate_sim.validate(str(tmp_path), cpu_cost="none", input_work="all")
+  with pytest.raises(ValueError, match="block_startup_ms='traces'"):
+    validate_sim.validate(str(tmp_path), cpu_cost="none",
+                          input_work="startups", block_startup_ms="2")

@@ -311,12 +311,8 @@ class Bench:
                       "size over the repeats, least squares"}
 
   def _launch(self, command: Sequence[str], link) -> List[Dict[str, Any]]:
-    from tf_preempt import launch  # pylint: disable=g-import-not-at-top
-    # The worker settings of the training rows, so that the references see
-    # the same CPU as they do.
-    return launch.launch_for_stats(command, self.num_workers,
-                                   timeout_s=self.timeout_s, link=link,
-                                   **launch.MEASUREMENT_WORKER)
+    return launch_measurement(command, self.num_workers, self.timeout_s,
+                              link)
 
   def _compute_alone(self) -> Tuple[float, Dict[str, Any]]:
     return compute_alone(self.train_script, self.model, self.batch_size,
@@ -335,6 +331,29 @@ class Bench:
       self.comm_samples.setdefault(b, []).append(t)
     return max(s["comm_s"] for s in stats), {"nbytes": stats[0]["nbytes"],
                                              "samples": samples}
+
+
+def launch_measurement(command: Sequence[str], num_workers: int,
+                       timeout_s: float, link=None) -> List[Dict[str, Any]]:
+  """Runs `command` on `num_workers` workers at once, with the worker
+  settings of the training rows (each pinned to its core, one intra-op
+  thread), so that a reference sees the same CPU as they do.
+
+  Args:
+    command: the worker's command line.
+    num_workers: processes, one per core.
+    timeout_s: time limit of the launch.
+    link: the emulated link (`tf_preempt.launch`), or None.
+
+  Returns:
+    Each worker's stats (`tf_preempt.launch.launch_for_stats`).
+
+  Raises:
+    RuntimeError: if a worker failed or timed out.
+  """
+  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
+  return launch.launch_for_stats(command, num_workers, timeout_s=timeout_s,
+                                 link=link, **launch.MEASUREMENT_WORKER)
 
 
 def compute_alone(train_script: str, model: str, batch_size: int, steps: int,
@@ -363,18 +382,16 @@ def compute_alone(train_script: str, model: str, batch_size: int, steps: int,
     ValueError: if `steps` or `warmup_steps` is not a multiple of `unroll`.
     RuntimeError: if a worker failed or timed out.
   """
-  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
   if steps % unroll or warmup_steps % unroll:
     raise ValueError(f"steps ({steps}) and warmup steps ({warmup_steps}) "
                      f"must be multiples of the unroll ({unroll})")
   per_worker = batch_size // num_workers
-  stats = launch.launch_for_stats(
+  stats = launch_measurement(
       [sys.executable, train_script, "--strategy=one_device",
        f"--model={model}", f"--batch_size={per_worker}", f"--steps={steps}",
        f"--unroll={unroll}", f"--warmup_blocks={warmup_steps // unroll}",
        *heap_args],
-      num_workers, timeout_s=timeout_s, link=None,
-      **launch.MEASUREMENT_WORKER)
+      num_workers, timeout_s)
   return max(s["median_step_s"] for s in stats), {
       "per_worker_batch": per_worker}
 
@@ -388,11 +405,9 @@ def speed_reading(num_workers: int, heap_args: Sequence[str] = (),
   Raises:
     RuntimeError: if a worker failed or timed out.
   """
-  from tf_preempt import launch  # pylint: disable=g-import-not-at-top
-  stats = launch.launch_for_stats(
+  stats = launch_measurement(
       [sys.executable, "-m", "tf_preempt.bench.speed_worker", *heap_args],
-      num_workers, timeout_s=timeout_s, link=None,
-      **launch.MEASUREMENT_WORKER)
+      num_workers, timeout_s)
   return max(s["ms_per_matmul"] for s in stats)
 
 

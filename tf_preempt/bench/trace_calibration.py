@@ -284,6 +284,10 @@ def input_work_per_step(startups: Dict[int, float]) -> Optional[float]:
   and the rest, K - 1 batches', into the start-up of K. Its growth with K
   over K=1's is that rest.
 
+  The start-ups are `fit_block_head`'s, floored at 0: where K = 1's
+  fitted start-up would be negative, the growth read here is the larger
+  K's start-up alone, less than the growth of the unfloored fit.
+
   Args:
     startups: {K: start-up seconds}.
 
