@@ -219,9 +219,11 @@ LONE_MAX_STEP = math.log(2.0)
 LONE_MAX_SCALE = 4.0
 # --input_work: "startups" takes the growth of the fitted block start-ups
 # with K as input work per step that a block's start does for its later
-# steps (`trace_calibration.input_work_per_step`); "none" leaves it in
-# their forward passes.
-INPUT_WORK = ("startups", "none")
+# steps (`trace_calibration.input_work_per_step`); "gaps" takes as much of
+# that growth as the other rows' modelled gaps before a block's second step
+# exceed their traced ones (the median, from a first pass without it:
+# `_gap_excess`); "none" leaves it in their forward passes.
+INPUT_WORK = ("startups", "gaps", "none")
 INPUT_WORK_DEFAULT = "none"
 # --compute_from: passes over every row at most, and how close to 1 the
 # rows' median traced over modelled measure must come. The passes also
@@ -318,8 +320,10 @@ def define_flags() -> None:
                     "the block's start), which the compute alone holds in "
                     "every step: "
                     "a block's later steps run without it, as early "
-                    "compute (ExecutionModel.early_compute); 'none': they "
-                    "run the whole compute alone.")
+                    "compute (ExecutionModel.early_compute); 'gaps': as "
+                    "much of it as the other rows' modelled gaps before a "
+                    "block's second step exceed their traces' (a second "
+                    "pass); 'none': they run the whole compute alone.")
   flags.DEFINE_enum("compute_from", "compute_alone",
                     sorted(COMPUTE_MEASURES) + ["compute_alone"],
                     "What the DAG's compute is scaled to: "
@@ -671,6 +675,8 @@ class _RowSettings(NamedTuple):
     latency_behind_bytes: see `ExecutionModel.latency_behind_bytes`.
     lone_tolerance: see `validate`.
     input_work: see `validate`.
+    input_work_cap: with input_work "gaps", the row's cap on the input
+      work (seconds; None: none is taken).
   """
   comm_cpu_share: Optional[float]
   bytes_cpu_share: Optional[float]
@@ -682,6 +688,7 @@ class _RowSettings(NamedTuple):
   latency_behind_bytes: bool
   lone_tolerance: float
   input_work: str
+  input_work_cap: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -879,11 +886,12 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
   bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
   if input_work not in INPUT_WORK:
     raise ValueError(f"input_work={input_work!r}: one of {INPUT_WORK}")
-  if input_work == "startups" and block_startup_ms != "traces":
+  if input_work != "none" and block_startup_ms != "traces":
     # A given start-up is not refitted: the later steps' input work would
     # be dropped, not moved to the block's start.
-    raise ValueError("input_work='startups' moves work into the fitted "
-                     "block start-ups: it needs block_startup_ms='traces'")
+    raise ValueError(f"input_work={input_work!r} moves work into the "
+                     "fitted block start-ups: it needs "
+                     "block_startup_ms='traces'")
   if bytes_given is not None and not 0 < bytes_given <= 1:
     raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
                      "number in (0, 1]")
@@ -1141,8 +1149,11 @@ def _row_fit(trace: str, unroll: int, inputs: _DirectoryInputs,
       heads, inputs.compute_total, fixed_share,
       default_share=inputs.flops_share, early_s=inputs.early)
   input_work, early = None, inputs.early
-  if settings.input_work == "startups":
+  if settings.input_work != "none":
     input_work = trace_calibration.input_work_per_step(startups)
+  if settings.input_work == "gaps":
+    input_work = (None if None in (input_work, settings.input_work_cap)
+                  else min(input_work, settings.input_work_cap))
   if input_work:
     # The later steps' input work moves from the forward passes to the
     # block's start, where the early compute already runs: the start-ups
@@ -1371,6 +1382,23 @@ def _add_notes(entry: Dict[str, Any], row: Dict[str, Any],
     entry["note"] = "; ".join(notes)
 
 
+def _gap_excess(rows: Dict[str, Dict[str, Any]]
+                ) -> Dict[str, Optional[float]]:
+  """Per row, the median over the OTHER rows of K >= 2 of how much longer
+  the model's gap before a block's second step is than their traces' (at
+  least 0), from their reports; None where no other row has both."""
+  excess = {name: step["model"]["step_gap_s"] - step["trace"]["step_gap_s"]
+            for name, step in ((n, r.get("first_step")) for n, r in
+                               rows.items())
+            if step and (step.get("trace") or {}).get("step_gap_s")
+            is not None and step["model"].get("step_gap_s") is not None}
+  out = {}
+  for name in rows:
+    others = [e for n, e in excess.items() if n != name]
+    out[name] = max(0.0, statistics.median(others)) if others else None
+  return out
+
+
 def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
                    settings: _RowSettings) -> Tuple[Dict[str, Any], bool]:
   """Predicts one row of results.json from the directory's inputs.
@@ -1565,8 +1593,8 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
       `COMPUTE_PASSES` passes over all rows, fewer where a pass does not
       move it: checks of how much of the errors the compute explains, not
       the default).
-    input_work: "startups" or "none" (`INPUT_WORK`, whose comment says
-      what each does).
+    input_work: "startups", "gaps" or "none" (`INPUT_WORK`, whose comment
+      says what each does; "gaps" predicts every row twice).
 
   Returns:
     {"rows": {NAME@K: {"scheduler", "unroll", "measured_s", "predicted_s",
@@ -1594,6 +1622,14 @@ def validate(results_dir: str, gpu: str = "v100", cost_fallback: str = "comm",
     for name, row in inputs.results["schedulers"].items():
       rows[name], stand_in = _predicted_row(name, row, inputs, settings)
       stand_in_plans |= stand_in
+    if input_work == "gaps":
+      # The first pass took no input work (no cap): each row's second
+      # takes as much as the other rows' gaps say.
+      caps = _gap_excess(rows)
+      for name, row in inputs.results["schedulers"].items():
+        rows[name], _ = _predicted_row(
+            name, row, inputs,
+            settings._replace(input_work_cap=caps.get(name)))
     if compute_from == "compute_alone":
       break
     ratio = trace_calibration.traced_over_modelled(

@@ -1174,14 +1174,14 @@ def test_compute_factor_bisects_once_bracketed():
       (0.6 * 0.8) ** 0.5)
 
 
-def _input_work_bench(path, head_ms, extra_ms):
+def _input_work_bench(path, head_ms, extra_ms, gap_ms=30):
   """tf_default and tf_packed of a vgg_small directory at K = 1 and 2 (each
   one collective of the whole gradient per step, so that every head is
   the start-up and the whole step), traced with two blocks
   whose first gradient is ready `head_ms` after the block's start, and
   `extra_ms` later in the blocks of K = 2 (their start-up takes one more
-  batch); a K = 2 block's second step's gradient 30 ms after the first
-  step's collective ends."""
+  batch); a K = 2 block's second step's gradient `gap_ms` after the first
+  step's collective (10 ms) ends."""
   rows = {f"{s}@{k}": dict(_row(0.15), unroll=k)
           for s in ("tf_default", "tf_packed") for k in (1, 2)}
   one_pack = ["--bytes_per_pack=1073741824"]
@@ -1198,8 +1198,8 @@ def _input_work_bench(path, head_ms, extra_ms):
           3 + unroll * i, 0, 1 << 20, ready * ms, ready * ms, 10 * ms))
       if unroll == 2:
         colls.append(bench_records.collective(
-            4 + 2 * i, 0, 1 << 20, (ready + 40) * ms, (ready + 40) * ms,
-            10 * ms))
+            4 + 2 * i, 0, 1 << 20, (ready + 10 + gap_ms) * ms,
+            (ready + 10 + gap_ms) * ms, 10 * ms))
     trace = bench_records.trace(
         [bench_records.block(0, 0, 1000 * ms),
          bench_records.block(1, 1000 * ms, block * ms),
@@ -1245,3 +1245,34 @@ def test_input_work_moves_the_later_steps_input_to_the_block_start(
   with pytest.raises(ValueError, match="block_startup_ms='traces'"):
     validate_sim.validate(str(tmp_path), cpu_cost="none",
                           input_work="startups", block_startup_ms="2")
+
+
+def test_input_work_from_gaps_takes_what_the_other_rows_gaps_exceed(
+    tmp_path):
+  # As above, but the traces' second steps start 48 ms after the first
+  # step's collective ends, 2 ms before the model's without input work.
+  # Each row takes the start-ups' growth (6 ms) at most, and no more than
+  # the other K = 2 rows' modelled gaps exceed their traced ones (the
+  # median, from the reports without input work).
+  _input_work_bench(tmp_path, head_ms=70, extra_ms=6, gap_ms=48)
+  validate_sim = scripts.load_script("validate_sim")
+  alone = validate_sim.validate(str(tmp_path), cpu_cost="none")
+  gaps = validate_sim.validate(str(tmp_path), cpu_cost="none",
+                               input_work="gaps")
+  assert gaps["inputs"]["settings"]["input_work"] == "gaps"
+  excess = {name: (row["first_step"]["model"]["step_gap_s"] -
+                   row["first_step"]["trace"]["step_gap_s"])
+            for name, row in alone["rows"].items() if row["unroll"] == 2}
+  assert len(excess) == 2
+  assert 0 < max(excess.values()) < 0.006
+  for name, row in gaps["rows"].items():
+    others = [e for n, e in excess.items() if n != name]
+    expected = min(0.006, max(0.0, statistics.median(others)))
+    assert row["calibration"]["input_work_s"] == pytest.approx(
+        expected, abs=1e-9)
+    if row["unroll"] == 1:
+      assert row["predicted_s"] == pytest.approx(
+          alone["rows"][name]["predicted_s"])
+  with pytest.raises(ValueError, match="block_startup_ms='traces'"):
+    validate_sim.validate(str(tmp_path), cpu_cost="none",
+                          input_work="gaps", block_startup_ms="2")
