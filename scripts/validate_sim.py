@@ -69,7 +69,10 @@ the row being predicted:
     start-ups are fitted to are taken less it; with
     --input_work=startups (a check, not the default), also the start-up's
     growth per later step over K=1's (`trace_calibration.
-    input_work_per_step`), the start-ups refitted with it;
+    input_work_per_step`), the start-ups refitted with it; with
+    --input_work=gaps (a check too), that growth at most as much as the
+    other rows' modelled gaps before a block's second step exceed their
+    traces' (a second pass, `_gap_excess`);
   - CPU cost of a collective on the compute core (--cpu_cost): what a
     concurrent all-reduce took from a chain of matmuls on the worker's
     core, measured on the directory's link by scripts/bench_contention.py
@@ -880,7 +883,8 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
 
   Raises:
     ValueError: on a number that does not parse or is out of range, an
-      unknown input_work, or input_work="startups" with a given start-up.
+      unknown input_work, or an input_work other than "none" with a given
+      start-up.
   """
   share_given = _setting(comm_cpu_share, "comm_cpu_share")
   bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
@@ -1387,11 +1391,9 @@ def _gap_excess(rows: Dict[str, Dict[str, Any]]
   """Per row, the median over the OTHER rows of K >= 2 of how much longer
   the model's gap before a block's second step is than their traces' (at
   least 0), from their reports; None where no other row has both."""
-  excess = {name: step["model"]["step_gap_s"] - step["trace"]["step_gap_s"]
-            for name, step in ((n, r.get("first_step")) for n, r in
-                               rows.items())
-            if step and (step.get("trace") or {}).get("step_gap_s")
-            is not None and step["model"].get("step_gap_s") is not None}
+  excess = {name: modelled - traced for name, row in rows.items()
+            for traced, modelled in trace_calibration.first_step_pairs(
+                [row], "step_gap_s")}
   out = {}
   for name in rows:
     others = [e for n, e in excess.items() if n != name]

@@ -603,6 +603,38 @@ def _verdict(report: Dict[str, Any]) -> Tuple[float, int, int]:
           sum(1 for e in errors if e <= target), len(errors))
 
 
+def _unroll_offset(report: Dict[str, Any]) -> Optional[float]:
+  """The mean error of a report's rows of K >= 2 less its K = 1 rows'
+  (None without both)."""
+  by_k = {True: [], False: []}
+  for name, r in report["rows"].items():
+    if r.get("error") is not None:
+      by_k[int(name.rsplit("@", 1)[1]) > 1].append(r["error"])
+  if not (by_k[True] and by_k[False]):
+    return None
+  return statistics.mean(by_k[True]) - statistics.mean(by_k[False])
+
+
+def _input_work(report: Dict[str, Any]) -> Optional[float]:
+  """The median over a report's rows of their fitted input work per step
+  (`calibration.input_work_s`, scripts/validate_sim.py --input_work), None
+  where no row has one."""
+  work = [r["calibration"]["input_work_s"] for r in report["rows"].values()
+          if (r.get("calibration") or {}).get("input_work_s") is not None]
+  return statistics.median(work) if work else None
+
+
+def _spread(values: Sequence[Optional[float]]) -> Optional[Dict[str, Any]]:
+  """{"median", "below", "above", "of"} over the values that are not None
+  (below, above: under 0, over 0), or None where none is."""
+  known = [v for v in values if v is not None]
+  if not known:
+    return None
+  return {"median": statistics.median(known),
+          "below": sum(1 for v in known if v < 0),
+          "above": sum(1 for v in known if v > 0), "of": len(known)}
+
+
 def against(paths: Sequence[str], other_dir: str) -> Dict[str, Any]:
   """Each report against the one of the same file name in `other_dir`.
 
@@ -616,16 +648,20 @@ def against(paths: Sequence[str], other_dir: str) -> Dict[str, Any]:
     "missing": file names not in `other_dir`, "meets": (this, other)
     reports whose every row is within the target, "within": (this, other)
     rows within it in all, "rows": rows in all, "lower", "higher": reports
-    whose largest error is lower, higher in `other_dir`}.
+    whose largest error is lower, higher in `other_dir`, "unroll_offset":
+    (this, other) `_spread` of each report's K >= 2 rows' mean error less
+    its K = 1 rows', "input_work": (this, other) `_spread` of each report's
+    median fitted input work per step}.
   """
-  reports, missing = {}, []
+  reports, missing, loaded = {}, [], []
   for path in paths:
     name = os.path.basename(path)
     other_path = os.path.join(other_dir, name)
     if not os.path.isfile(other_path):
       missing.append(name)
       continue
-    mine, theirs = _verdict(_load(path)), _verdict(_load(other_path))
+    loaded.append((_load(path), _load(other_path)))
+    mine, theirs = (_verdict(r) for r in loaded[-1])
     reports[name] = {"max": (mine[0], theirs[0]),
                      "within": (mine[1], theirs[1]), "rows": mine[2],
                      "meets": (mine[1] == mine[2], theirs[1] == theirs[2])}
@@ -638,7 +674,11 @@ def against(paths: Sequence[str], other_dir: str) -> Dict[str, Any]:
           "lower": sum(1 for r in reports.values()
                        if r["max"][1] < r["max"][0]),
           "higher": sum(1 for r in reports.values()
-                        if r["max"][1] > r["max"][0])}
+                        if r["max"][1] > r["max"][0]),
+          **{key: tuple(_spread([of(pair[i]) for pair in loaded])
+                        for i in (0, 1))
+             for key, of in (("unroll_offset", _unroll_offset),
+                             ("input_work", _input_work))}}
 
 
 def format_against(found: Dict[str, Any], other_dir: str) -> str:
@@ -652,6 +692,18 @@ def format_against(found: Dict[str, Any], other_dir: str) -> str:
   if found["missing"]:
     lines.append(f"not in {other_dir}: {', '.join(found['missing'])}")
   n = len(found["reports"])
+  for where, i in (("here", 0), (f"in {other_dir}", 1)):
+    k, work = found["unroll_offset"][i], found["input_work"][i]
+    if k:
+      lines.append(
+          f"{where}: the K >= 2 rows' mean error less the K = 1 rows': "
+          f"median {k['median'] * 100:+.1f} points, below in {k['below']} "
+          f"of {k['of']} reports")
+    if work:
+      lines.append(
+          f"{where}: input work per step (the median over a report's "
+          f"rows): above 0 in {work['above']} of {work['of']} reports, "
+          f"median {work['median'] * 1e3:.1f} ms")
   lines.append(
       f"every row within the target: {found['meets'][0]} -> "
       f"{found['meets'][1]} of {n} reports; rows within it: "

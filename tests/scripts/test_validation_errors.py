@@ -437,3 +437,37 @@ def test_reports_against_the_same_reports_of_other_settings(tmp_path):
   both = _cli(f"--against={there}", "--offsets", str(here / "*.json"),
               check=False)
   assert both.returncode != 0 and "mutually exclusive" in both.stderr
+
+
+def test_against_compares_the_k2_rows_with_the_k1_rows_and_input_work(
+    tmp_path):
+  here, there = tmp_path / "here", tmp_path / "there"
+  here.mkdir()
+  there.mkdir()
+  paths = [_report(here / "a.json", {"x@1": 0.02, "x@2": 0.06}),
+           _report(here / "b.json", {"x@1": 0.04, "y@1": 0.0, "x@2": 0.0})]
+  # In `there` the rows of K = 2 lost their input work: 1 ms a step in
+  # a.json, 3 ms in b.json (the median over its rows; one row has none).
+  for name, errors, work in (("a.json", {"x@1": 0.02, "x@2": 0.0},
+                              {"x@1": 0.001, "x@2": 0.001}),
+                             ("b.json", {"x@1": 0.04, "y@1": 0.0,
+                                         "x@2": -0.05},
+                              {"x@1": 0.002, "y@1": None, "x@2": 0.004})):
+    (there / name).write_text(json.dumps({"rows": {
+        row: {"error": e, "calibration": {"input_work_s": work[row]}}
+        for row, e in errors.items()}}))
+  found = validation_errors.against(paths, str(there))
+  # K >= 2 less K = 1: here +4 and -2 points, there -2 and -7.
+  here_k, there_k = found["unroll_offset"]
+  assert (here_k["median"], here_k["below"], here_k["of"]) == (
+      pytest.approx(0.01), 1, 2)
+  assert (there_k["median"], there_k["below"], there_k["of"]) == (
+      pytest.approx(-0.045), 2, 2)
+  assert found["input_work"][0] is None
+  assert (found["input_work"][1]["median"], found["input_work"][1]["above"]
+          ) == (pytest.approx(0.002), 2)
+  text = validation_errors.format_against(found, str(there))
+  assert ("here: the K >= 2 rows' mean error less the K = 1 rows': median "
+          "+1.0 points, below in 1 of 2 reports") in text
+  assert (f"in {there}: input work per step (the median over a report's "
+          "rows): above 0 in 2 of 2 reports, median 2.0 ms") in text
