@@ -225,7 +225,10 @@ LONE_MAX_SCALE = 4.0
 # steps (`trace_calibration.input_work_per_step`); "gaps" takes as much of
 # that growth as the other rows' modelled gaps before a block's second step
 # exceed their traced ones (the median, from a first pass without it:
-# `_gap_excess`); "none" leaves it in their forward passes.
+# `_gap_excess`); "none" leaves it in their forward passes. Checks only:
+# (h23)'s traces show most of the growth is the unrolled loop taking its
+# batches in Python, which the compute alone (stock Keras's K=1 function,
+# its batch taken in the graph) does not hold.
 INPUT_WORK = ("startups", "gaps", "none")
 INPUT_WORK_DEFAULT = "none"
 # --compute_from: passes over every row at most, and how close to 1 the
@@ -326,7 +329,10 @@ def define_flags() -> None:
                     "compute (ExecutionModel.early_compute); 'gaps': as "
                     "much of it as the other rows' modelled gaps before a "
                     "block's second step exceed their traces' (a second "
-                    "pass); 'none': they run the whole compute alone.")
+                    "pass); 'none': they run the whole compute alone. "
+                    "A check: the compute alone of K=1 takes its batch "
+                    "in the graph, not in Python as the blocks of K>=2 "
+                    "do, so it does not hold that work ((h23)).")
   flags.DEFINE_enum("compute_from", "compute_alone",
                     sorted(COMPUTE_MEASURES) + ["compute_alone"],
                     "What the DAG's compute is scaled to: "
@@ -1473,6 +1479,17 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
   return entry, not plan_source.startswith("recorded")
 
 
+def _input_taken(inputs: _DirectoryInputs) -> Dict[str, Any]:
+  """{"input_taken_s": {row: its trace's median time of taking a block's
+  batches}} where the traces recorded it (bench.py from 7 December,
+  evening), else {}: earlier reports stay as they were. For reading: the
+  fitted start-ups hold it."""
+  taken = trace_calibration.input_medians(inputs.blocks_of)
+  rows = {inputs.traced.row_of[t]: v for t, v in taken.items()
+          if t in inputs.traced.row_of}
+  return {"input_taken_s": dict(sorted(rows.items()))} if rows else {}
+
+
 def _report(rows: Dict[str, Any], stand_in_plans: bool,
             inputs: _DirectoryInputs, arguments: Dict[str, Any]
             ) -> Dict[str, Any]:
@@ -1513,6 +1530,7 @@ def _report(rows: Dict[str, Any], stand_in_plans: bool,
                  "early_share": inputs.early_share,
                  "early_source": inputs.early_source,
                  "early_compute_s": inputs.early,
+                 **_input_taken(inputs),
                  "order_penalty": [list(p) for p in inputs.penalty],
                  "order_penalty_source": inputs.penalty_source,
                  "speed_ms_per_matmul": {
@@ -1709,6 +1727,24 @@ def _compute_passes_lines(passes: Optional[List[Dict[str, Any]]],
            f"({COMPUTE_MEASURES[compute_from][2]}) or the passes ran out.")]
 
 
+def _input_taken_lines(taken: Optional[Dict[str, float]]) -> List[str]:
+  """The table's line on the traced time of taking a block's batches."""
+  if not taken:
+    return []
+  by_k = {}
+  for row, seconds in taken.items():
+    by_k.setdefault(row.rpartition("@")[2], []).append(seconds)
+  return ["- Batches taken from the iterator at a block's start, eagerly "
+          "(tf_preempt.keras.unroll_steps, K >= 2; stock Keras's K = 1 "
+          "function takes its batch inside the graph, untimed), the median "
+          "per block of each row's trace: " + ", ".join(
+              f"{row} {v * 1e3:.2f} ms" for row, v in taken.items()) +
+          "; over the rows " + ", ".join(
+              f"K={k} {statistics.median(v) * 1e3:.2f} ms"
+              for k, v in sorted(by_k.items())) +
+          ". For reading only: the fitted start-ups (su) hold it."]
+
+
 def format_table(report: Dict[str, Any]) -> str:
   """A markdown table of `validate`'s result, with its inputs."""
   inputs = report["inputs"]
@@ -1767,6 +1803,7 @@ def _input_lines(inputs: Dict[str, Any]) -> List[str]:
       f"start): share {inputs.get('early_share', 0.0):.3f} of a step, "
       f"{inputs.get('early_compute_s', 0.0) * 1e3:.2f} ms "
       f"({inputs.get('early_source', 'not modelled')}).",
+      *_input_taken_lines(inputs.get("input_taken_s")),
       "- A collective released alone with task 0 / task 1 reaching it "
       "last (two workers, this link rate; seconds of traffic by which a "
       "rank's half exceeds the bucket -> seconds from the last arrival, "

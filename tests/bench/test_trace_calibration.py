@@ -84,6 +84,20 @@ def test_blocks_measure_the_gap_between_their_steps():
                                                 pytest.approx(0.016)]
   assert trace_calibration.first_step_medians(blocks)[
       "step_gap_s"] == pytest.approx(0.014)
+  # Traces before 7 December record no time of taking the batches.
+  assert [b["input_s"] for b in blocks] == [None, None]
+  assert trace_calibration.input_medians({"k2": blocks}) == {}
+  # The unrolled loop's blocks do (the compute event's "input_us").
+  for event, input_us in zip(trace["traceEvents"][1:3], (2500.0, 3500.0)):
+    event["args"] = {"batch": 1, "input_us": input_us}
+  blocks = trace_calibration.trace_blocks(trace)
+  assert [b["input_s"] for b in blocks] == [pytest.approx(0.0025),
+                                            pytest.approx(0.0035)]
+  # A trace counts only if every block recorded it.
+  partial = [blocks[0], dict(blocks[1], input_s=None)]
+  assert trace_calibration.input_medians(
+      {"k2": blocks, "k1": [], "partial": partial}) == {
+          "k2": pytest.approx(0.003)}
 
 
 def test_calibration_leaves_the_row_out(tmp_path):

@@ -1,5 +1,7 @@
 """tf_preempt.keras.unrolled: K steps in one flat graph, Keras semantics kept."""
 
+import time
+
 import keras
 import numpy as np
 import pytest
@@ -102,6 +104,26 @@ def test_bad_steps_are_rejected(steps, logical_cpus):
   model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1)
   with pytest.raises(ValueError, match="steps must be a positive integer"):
     unroll_steps(model, steps=steps)
+
+
+def test_a_call_times_taking_its_batches(logical_cpus):
+  model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), _K)
+  unroll_steps(model)
+  x, y = _data()
+  model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+  function = model.train_function
+  delay_s = 0.05
+
+  def slow_batches():
+    for i in range(_K):
+      time.sleep(delay_s)
+      yield tf.constant(x[8 * i:8 * i + 8]), tf.constant(y[8 * i:8 * i + 8])
+
+  start = time.monotonic_ns()
+  function(slow_batches())
+  elapsed = time.monotonic_ns() - start
+  # The K waits are in it; what the function did after them is not.
+  assert _K * delay_s * 1e9 <= function.last_input_ns < elapsed
 
 
 def _two_step_graph(strategy, width=16, out_units=1):

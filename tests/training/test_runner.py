@@ -66,6 +66,12 @@ def test_mirrored_unrolled_with_timeline(logical_cpus, tmp_path):
   assert any(n.startswith("block ") for n in names)
   if stats["scheduler_op"]:
     assert any(n.startswith("collective ") for n in names)
+  # Each block records how long it took to take its batches, within it.
+  blocks = [e for e in trace["traceEvents"]
+            if e["name"].startswith("block ") and e.get("ph") == "X"]
+  assert len(blocks) == 3
+  for block in blocks:
+    assert 0 < block["args"]["input_us"] < block["dur"]
 
 
 def test_timeline_keeps_the_telemetry_iterations_asked_for(logical_cpus,

@@ -51,7 +51,9 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     its length, "batch": its compute event's "batch" arg (Keras's index
     of its last step) or None, "step_gap_s": from its first step's last
     collective's end to its second step's first ready gradient, or None
-    with one step}.
+    with one step, "input_s": the time it took to take its batches from
+    the iterator before its function ran (the compute event's
+    "input_us" arg) or None}.
   """
   origin = (trace.get("otherData") or {}).get("origin_ns")
   events = trace.get("traceEvents", ())
@@ -66,6 +68,7 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
   for b in blocks[1:]:
     start, end = b["ts"], b["ts"] + b["dur"]
     batch = (b.get("args") or {}).get("batch")
+    input_us = (b.get("args") or {}).get("input_us")
     inside = [e for e in colls if start <= e["ts"] < end]
     if not inside:
       continue
@@ -105,7 +108,30 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
         "tail_s": (end - max(e["ts"] + e["dur"] for e in inside)) * 1e-6,
         "small_s": small, "interval_s": interval,
         "block_s": (end - start) * 1e-6,
-        "batch": batch, "step_gap_s": step_gap})
+        "batch": batch, "step_gap_s": step_gap,
+        "input_s": None if input_us is None else input_us * 1e-6})
+  return out
+
+
+def input_medians(blocks_of: Dict[str, List[Dict[str, Any]]]
+                  ) -> Dict[str, float]:
+  """Each trace's median time of taking its blocks' batches, eagerly
+  (`UnrolledStepFunction.last_input_ns`), where its blocks recorded it.
+
+  Stock Keras's K=1 train function takes its batch inside the graph, so
+  its blocks record none; nor do traces from before 7 December, evening.
+
+  Args:
+    blocks_of: {trace name: its `trace_blocks`}.
+
+  Returns:
+    {trace name: seconds}, only the traces whose every block recorded it.
+  """
+  out = {}
+  for name, blocks in sorted(blocks_of.items()):
+    taken = [b.get("input_s") for b in blocks]
+    if taken and all(t is not None for t in taken):
+      out[name] = statistics.median(taken)
   return out
 
 
@@ -282,7 +308,11 @@ def input_work_per_step(startups: Dict[int, float]) -> Optional[float]:
   the block's start. The compute alone (a K=1 block per step) holds one
   batch's of it in every step, so the heads put one into the forward share
   and the rest, K - 1 batches', into the start-up of K. Its growth with K
-  over K=1's is that rest.
+  over K=1's is that rest. (The premise is the check's, and (h23)'s
+  traces refute most of it: the K=1 rows and the compute alone run stock
+  Keras's function, which takes its batch inside the graph; only the
+  unrolled blocks of K >= 2 take theirs in Python, timed by
+  `input_medians`.)
 
   The start-ups are `fit_block_head`'s, floored at 0: where K = 1's
   fitted start-up would be negative, the growth read here is the larger

@@ -26,6 +26,7 @@ under `MirroredStrategy` and `MultiWorkerMirroredStrategy` on TensorFlow 2.21
 ("You must feed a value for placeholder tensor 'while/cond/Placeholder'").
 """
 
+import time
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -40,6 +41,10 @@ class UnrolledStepFunction:
   passed to the traced function as arguments; that is how the function knows
   how many steps it runs without a data-dependent branch (a `tf.cond` would
   put the steps in a nested function again).
+
+  Attributes:
+    last_input_ns: nanoseconds the last call spent taking its batches from
+      the iterator (None before the first call).
   """
 
   def __init__(self, model, step):
@@ -52,6 +57,8 @@ class UnrolledStepFunction:
     self._model = model
     self._step = step
     self._functions: Dict[int, object] = {}
+    # Nanoseconds the last call spent taking its batches; None before.
+    self.last_input_ns: Optional[int] = None
 
   def _steps(self, batches):
     strategy = self._model.distribute_strategy
@@ -73,6 +80,7 @@ class UnrolledStepFunction:
     return fn
 
   def __call__(self, iterator):
+    start_ns = time.monotonic_ns()
     batches = []
     for _ in range(self._model.steps_per_execution):
       try:
@@ -81,6 +89,9 @@ class UnrolledStepFunction:
         break
     if not batches:
       raise StopIteration
+    # Taking batches from a distributed iterator is eager Python work that
+    # the block pays before its first op: telemetry reports it per block.
+    self.last_input_ns = time.monotonic_ns() - start_ns
     return self.function_for(len(batches))(tuple(batches))
 
 

@@ -148,7 +148,9 @@ class StepTimer(keras.callbacks.Callback):
   Attributes:
     block_s: seconds of each block, in order.
     spans: the same blocks as compute spans for the Chrome trace
-      (`time.monotonic_ns()`, the scheduler op's clock).
+      (`time.monotonic_ns()`, the scheduler op's clock); their args hold
+      Keras's batch index and, under `unroll_steps`, "input_us": the
+      microseconds the block took to take its batches from the iterator.
     first_epoch: the first epoch run (> 0 after a restore).
     epochs_run: epochs begun.
   """
@@ -176,9 +178,12 @@ class StepTimer(keras.callbacks.Callback):
     now = time.monotonic_ns()
     self.block_s.append((now - self._last_ns) / 1e9)
     steps = f"{self.unroll} step{'s' if self.unroll > 1 else ''}"
+    args = {"batch": int(batch)}
+    input_ns = getattr(self.model.train_function, "last_input_ns", None)
+    if input_ns is not None:
+      args["input_us"] = input_ns / 1e3
     self.spans.append({"name": f"block {len(self.spans)} ({steps})",
-                       "start": self._last_ns, "end": now,
-                       "args": {"batch": int(batch)}})
+                       "start": self._last_ns, "end": now, "args": args})
     self._last_ns = now
 
 
