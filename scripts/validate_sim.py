@@ -226,9 +226,9 @@ LONE_MAX_SCALE = 4.0
 # that growth as the other rows' modelled gaps before a block's second step
 # exceed their traced ones (the median, from a first pass without it:
 # `_gap_excess`); "none" leaves it in their forward passes. Checks only:
-# (h23)'s traces show most of the growth is the unrolled loop taking its
-# batches in Python, which the compute alone (stock Keras's K=1 function,
-# its batch taken in the graph) does not hold.
+# (h23)'s traces put up to 70% of the growth in the unrolled loop taking
+# its batches in Python, work that the compute alone (stock Keras's K=1
+# function, its batch taken in the graph) does not hold.
 INPUT_WORK = ("startups", "gaps", "none")
 INPUT_WORK_DEFAULT = "none"
 # --compute_from: passes over every row at most, and how close to 1 the
@@ -332,7 +332,8 @@ def define_flags() -> None:
                     "pass); 'none': they run the whole compute alone. "
                     "A check: the compute alone of K=1 takes its batch "
                     "in the graph, not in Python as the blocks of K>=2 "
-                    "do, so it does not hold that work ((h23)).")
+                    "do, so it does not hold the Python part of that "
+                    "work ((h23)).")
   flags.DEFINE_enum("compute_from", "compute_alone",
                     sorted(COMPUTE_MEASURES) + ["compute_alone"],
                     "What the DAG's compute is scaled to: "
@@ -1482,8 +1483,8 @@ def _predicted_row(name: str, row: Dict[str, Any], inputs: _DirectoryInputs,
 def _input_taken(inputs: _DirectoryInputs) -> Dict[str, Any]:
   """{"input_taken_s": {row: its trace's median time of taking a block's
   batches}} where the traces recorded it (bench.py from 7 December,
-  evening), else {}: earlier reports stay as they were. For reading: the
-  fitted start-ups hold it."""
+  evening), else {}: earlier reports stay as they were. For reading only
+  (the fitted start-ups hold it), so disturbed traces count too."""
   taken = trace_calibration.input_medians(inputs.blocks_of)
   rows = {inputs.traced.row_of[t]: v for t, v in taken.items()
           if t in inputs.traced.row_of}
@@ -1741,7 +1742,7 @@ def _input_taken_lines(taken: Optional[Dict[str, float]]) -> List[str]:
               f"{row} {v * 1e3:.2f} ms" for row, v in taken.items()) +
           "; over the rows " + ", ".join(
               f"K={k} {statistics.median(v) * 1e3:.2f} ms"
-              for k, v in sorted(by_k.items())) +
+              for k, v in sorted(by_k.items(), key=lambda kv: int(kv[0]))) +
           ". For reading only: the fitted start-ups (su) hold it."]
 
 

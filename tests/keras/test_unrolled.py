@@ -106,24 +106,37 @@ def test_bad_steps_are_rejected(steps, logical_cpus):
     unroll_steps(model, steps=steps)
 
 
-def test_a_call_times_taking_its_batches(logical_cpus):
+def test_a_call_times_taking_its_batches(logical_cpus, monkeypatch):
   model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), _K)
   unroll_steps(model)
-  x, y = _data()
-  model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+  model.make_train_function()
   function = model.train_function
-  delay_s = 0.05
+  assert function.last_input_ns is None
+  x, y = _data()
+  delay_s, run_s = 0.05, 0.5
 
   def slow_batches():
     for i in range(_K):
       time.sleep(delay_s)
       yield tf.constant(x[8 * i:8 * i + 8]), tf.constant(y[8 * i:8 * i + 8])
 
+  # The steps themselves are not what is timed: a stand-in that takes
+  # longer than all the batches together.
+  ran = []
+  monkeypatch.setattr(function, "function_for",
+                      lambda n: lambda batches: ran.append(len(batches)) or
+                      time.sleep(run_s))
   start = time.monotonic_ns()
   function(slow_batches())
   elapsed = time.monotonic_ns() - start
-  # The K waits are in it; what the function did after them is not.
-  assert _K * delay_s * 1e9 <= function.last_input_ns < elapsed
+  assert ran == [_K]
+  assert _K * delay_s * 1e9 <= function.last_input_ns
+  assert function.last_input_ns <= elapsed - run_s * 1e9
+  # A call that finds no batch leaves the last block's time as it was.
+  taken = function.last_input_ns
+  with pytest.raises(StopIteration):
+    function(iter(()))
+  assert function.last_input_ns == taken
 
 
 def _two_step_graph(strategy, width=16, out_units=1):

@@ -1225,11 +1225,15 @@ def test_time_taking_the_batches_is_reported_where_traced(tmp_path):
   assert after["inputs"]["input_taken_s"] == {
       "tf_default@2": pytest.approx(0.0045),
       "tf_packed@2": pytest.approx(0.002)}
+  table = validate_sim.format_table(after)
   assert ("tf_default@2 4.50 ms, tf_packed@2 2.00 ms; over the rows K=2 "
-          "3.25 ms.") in validate_sim.format_table(after)
-  # For reading only: the predictions do not change.
-  for name, row in after["rows"].items():
-    assert row["predicted_s"] == before["rows"][name]["predicted_s"]
+          "3.25 ms.") in table
+  # For reading only: the table is otherwise the same, but for its
+  # directory's name.
+  table = table.replace(str(tmp_path / "after"), str(tmp_path / "before"))
+  lines = [line for line in table.splitlines()
+           if not line.startswith("- Batches taken")]
+  assert lines == validate_sim.format_table(before).splitlines()
 
 
 def test_input_work_moves_the_later_steps_input_to_the_block_start(

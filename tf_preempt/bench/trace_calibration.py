@@ -67,8 +67,8 @@ def trace_blocks(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
   out = []
   for b in blocks[1:]:
     start, end = b["ts"], b["ts"] + b["dur"]
-    batch = (b.get("args") or {}).get("batch")
-    input_us = (b.get("args") or {}).get("input_us")
+    args = b.get("args") or {}
+    batch, input_us = args.get("batch"), args.get("input_us")
     inside = [e for e in colls if start <= e["ts"] < end]
     if not inside:
       continue
@@ -310,9 +310,10 @@ def input_work_per_step(startups: Dict[int, float]) -> Optional[float]:
   and the rest, K - 1 batches', into the start-up of K. Its growth with K
   over K=1's is that rest. (The premise is the check's, and (h23)'s
   traces refute most of it: the K=1 rows and the compute alone run stock
-  Keras's function, which takes its batch inside the graph; only the
-  unrolled blocks of K >= 2 take theirs in Python, timed by
-  `input_medians`.)
+  Keras's function, which takes its batch inside the graph, untimed; only
+  the unrolled blocks of K >= 2 take theirs in Python, timed by
+  `input_medians`, and the compute alone holds none of that Python
+  work.)
 
   The start-ups are `fit_block_head`'s, floored at 0: where K = 1's
   fitted start-up would be negative, the growth read here is the larger

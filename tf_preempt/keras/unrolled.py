@@ -43,8 +43,9 @@ class UnrolledStepFunction:
   put the steps in a nested function again).
 
   Attributes:
-    last_input_ns: nanoseconds the last call spent taking its batches from
-      the iterator (None before the first call).
+    last_input_ns: nanoseconds the last call that took at least one batch
+      spent taking its batches from the iterator (None before such a
+      call).
   """
 
   def __init__(self, model, step):
@@ -57,7 +58,6 @@ class UnrolledStepFunction:
     self._model = model
     self._step = step
     self._functions: Dict[int, object] = {}
-    # Nanoseconds the last call spent taking its batches; None before.
     self.last_input_ns: Optional[int] = None
 
   def _steps(self, batches):
