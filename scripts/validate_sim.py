@@ -226,9 +226,10 @@ LONE_MAX_SCALE = 4.0
 # that growth as the other rows' modelled gaps before a block's second step
 # exceed their traced ones (the median, from a first pass without it:
 # `_gap_excess`); "none" leaves it in their forward passes. Checks only:
-# (h23)'s traces put up to 70% of the growth in the unrolled loop taking
-# its batches in Python, work that the compute alone (stock Keras's K=1
-# function, its batch taken in the graph) does not hold.
+# in (h23)-(h25)'s traces a K=2 block spends 2.3-2.9 ms taking its batches
+# in Python, work that the compute alone (stock Keras's K=1 function, its
+# batch taken in the graph) does not hold, and the growth is 0.3-1.4
+# times that.
 INPUT_WORK = ("startups", "gaps", "none")
 INPUT_WORK_DEFAULT = "none"
 # --compute_from: passes over every row at most, and how close to 1 the
@@ -333,7 +334,7 @@ def define_flags() -> None:
                     "A check: the compute alone of K=1 takes its batch "
                     "in the graph, not in Python as the blocks of K>=2 "
                     "do, so it does not hold the Python part of that "
-                    "work ((h23)).")
+                    "work ((h23)-(h25)).")
   flags.DEFINE_enum("compute_from", "compute_alone",
                     sorted(COMPUTE_MEASURES) + ["compute_alone"],
                     "What the DAG's compute is scaled to: "

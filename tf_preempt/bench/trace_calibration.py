@@ -308,12 +308,12 @@ def input_work_per_step(startups: Dict[int, float]) -> Optional[float]:
   the block's start. The compute alone (a K=1 block per step) holds one
   batch's of it in every step, so the heads put one into the forward share
   and the rest, K - 1 batches', into the start-up of K. Its growth with K
-  over K=1's is that rest. (The premise is the check's, and (h23)'s
-  traces refute most of it: the K=1 rows and the compute alone run stock
-  Keras's function, which takes its batch inside the graph, untimed; only
-  the unrolled blocks of K >= 2 take theirs in Python, timed by
-  `input_medians`, and the compute alone holds none of that Python
-  work.)
+  over K=1's is that rest. (The premise is the check's, and the traces
+  of (h23)-(h25) do not bear it out: the K=1 rows and the compute alone
+  run stock Keras's function, which takes its batch inside the graph,
+  untimed; only the unrolled blocks of K >= 2 take theirs in Python
+  (2.3-2.9 ms a block, `input_medians`), which the compute alone does not
+  hold, and the growth is 0.3-1.4 times that.)
 
   The start-ups are `fit_block_head`'s, floored at 0: where K = 1's
   fitted start-up would be negative, the growth read here is the larger
