@@ -1735,7 +1735,7 @@ def _input_taken_lines(taken: Optional[Dict[str, float]]) -> List[str]:
     return []
   by_k = {}
   for row, seconds in taken.items():
-    by_k.setdefault(row.rpartition("@")[2], []).append(seconds)
+    by_k.setdefault(split_name(row)[1], []).append(seconds)
   return ["- Batches taken from the iterator at a block's start, eagerly "
           "(tf_preempt.keras.unroll_steps, K >= 2; stock Keras's K = 1 "
           "function takes its batch inside the graph, untimed), the median "
@@ -1743,7 +1743,7 @@ def _input_taken_lines(taken: Optional[Dict[str, float]]) -> List[str]:
               f"{row} {v * 1e3:.2f} ms" for row, v in taken.items()) +
           "; over the rows " + ", ".join(
               f"K={k} {statistics.median(v) * 1e3:.2f} ms"
-              for k, v in sorted(by_k.items(), key=lambda kv: int(kv[0]))) +
+              for k, v in sorted(by_k.items())) +
           ". For reading only: the fitted start-ups (su) hold it."]
 
 

@@ -83,6 +83,7 @@ from absl import app
 from absl import flags
 
 from tf_preempt.bench import trace_calibration
+from tf_preempt.bench.results import split_name
 
 _MISSES = flags.DEFINE_bool(
     "misses", False, "List the rows outside their report's target, with "
@@ -538,7 +539,12 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
     a trace of `first_step`'s traced over modelled backward_end_s (None
     without one), "step_gap_excess_s": the median over the rows with
     both of `first_step`'s modelled less traced step_gap_s (None
-    without one)}}, "pairs": the reports with both, "correlation": of
+    without one), "startup_growth_s": the K >= 2 rows' median fitted
+    block start-up (`calibration.block_startup_s`) less the K = 1 rows'
+    (None without both), "input_taken_s": the median over the rows of
+    the traced time a block took to take its batches
+    (`inputs.input_taken_s`; None where untraced)}}, "pairs": the
+    reports with both, "correlation": of
     the offset with log(traced_over_modelled), "slope": the offset's
     least-squares slope on it, "gap_reports": the reports with a
     step_gap_excess_s, "gap_correlation": of the offset with it}; None
@@ -546,10 +552,12 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
   """
   reports, pairs, gaps = {}, [], []
   for path in paths:
-    rows = [r for r in _load(path)["rows"].values()
-            if r.get("error") is not None]
+    report = _load(path)
+    rows = [r for r in report["rows"].values() if r.get("error") is not None]
     if not rows:
       continue
+    taken = list(((report.get("inputs") or {}).get("input_taken_s")
+                  or {}).values())
     logs = [math.log1p(r["error"]) for r in rows]
     ratio = trace_calibration.traced_over_modelled(rows)
     excess = [modelled - traced for traced, modelled in
@@ -559,7 +567,9 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
         "rows": len(rows), "offset": offset,
         "spread": statistics.stdev(logs) if len(logs) > 1 else None,
         "traced_over_modelled": ratio,
-        "step_gap_excess_s": statistics.median(excess) if excess else None}
+        "step_gap_excess_s": statistics.median(excess) if excess else None,
+        "startup_growth_s": _startup_growth(report),
+        "input_taken_s": statistics.median(taken) if taken else None}
     if ratio is not None:
       pairs.append((math.log(ratio), offset))
     if excess:
@@ -575,15 +585,19 @@ def offsets(paths: Sequence[str]) -> Dict[str, Any]:
 def format_offsets(found: Dict[str, Any]) -> str:
   """`offsets`'s result as text: one line per report, then the fit."""
   lines = ["report: rows, offset (mean log error), spread, traced over "
-           "modelled backward end, modelled less traced gap between steps"]
+           "modelled backward end, modelled less traced gap between steps, "
+           "fitted start-up of K >= 2 less K = 1's, batches taken at a "
+           "block's start (traced)"]
+  ms = lambda s, sign="": "-" if s is None else f"{s * 1e3:{sign}.1f} ms"
   for path, r in found["reports"].items():
     spread = "-" if r["spread"] is None else f"{r['spread'] * 100:.1f}%"
     ratio = ("-" if r["traced_over_modelled"] is None else
              f"{r['traced_over_modelled']:.3f}")
-    gap = ("-" if r["step_gap_excess_s"] is None else
-           f"{r['step_gap_excess_s'] * 1e3:+.1f} ms")
     lines.append(f"{os.path.basename(path)}: {r['rows']}, "
-                 f"{_pct(r['offset'])}, {spread}, {ratio}, {gap}")
+                 f"{_pct(r['offset'])}, {spread}, {ratio}, "
+                 f"{ms(r['step_gap_excess_s'], '+')}, "
+                 f"{ms(r['startup_growth_s'], '+')}, "
+                 f"{ms(r['input_taken_s'])}")
   slope = "-" if found["slope"] is None else f"{found['slope']:+.2f}"
   lines.append(f"offset against log(traced over modelled): correlation "
                f"{_show(found['correlation'])}, slope {slope} over "
@@ -603,16 +617,33 @@ def _verdict(report: Dict[str, Any]) -> Tuple[float, int, int]:
           sum(1 for e in errors if e <= target), len(errors))
 
 
+def _unrolled_less_k1(report: Dict[str, Any], value, average
+                      ) -> Optional[float]:
+  """`average` of `value(row)` over a report's rows of K >= 2 less that
+  over its K = 1 rows, rows whose value is None left out (None without
+  both kinds)."""
+  by_k = {True: [], False: []}
+  for name, r in report["rows"].items():
+    if value(r) is not None:
+      by_k[split_name(name)[1] > 1].append(value(r))
+  if not (by_k[True] and by_k[False]):
+    return None
+  return average(by_k[True]) - average(by_k[False])
+
+
 def _unroll_offset(report: Dict[str, Any]) -> Optional[float]:
   """The mean error of a report's rows of K >= 2 less its K = 1 rows'
   (None without both)."""
-  by_k = {True: [], False: []}
-  for name, r in report["rows"].items():
-    if r.get("error") is not None:
-      by_k[int(name.rsplit("@", 1)[1]) > 1].append(r["error"])
-  if not (by_k[True] and by_k[False]):
-    return None
-  return statistics.mean(by_k[True]) - statistics.mean(by_k[False])
+  return _unrolled_less_k1(report, lambda r: r.get("error"),
+                           statistics.mean)
+
+
+def _startup_growth(report: Dict[str, Any]) -> Optional[float]:
+  """The median fitted block start-up of a report's rows of K >= 2 less
+  that of its K = 1 rows (None without both)."""
+  return _unrolled_less_k1(
+      report, lambda r: (r.get("calibration") or {}).get("block_startup_s"),
+      statistics.median)
 
 
 def _input_work(report: Dict[str, Any]) -> Optional[float]:

@@ -2,7 +2,6 @@
 measurement stubbed, and a tiny real run (slow)."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -10,9 +9,8 @@ import pytest
 
 from tf_preempt.testing import scripts
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_SCRIPT = os.path.join(_ROOT, "scripts", "bench_compute_unroll.py")
+_ROOT = scripts.REPO
+_SCRIPT = scripts.script_path("bench_compute_unroll")
 
 
 def _stub(times, calls):

@@ -471,3 +471,26 @@ def test_against_compares_the_k2_rows_with_the_k1_rows_and_input_work(
           "+1.0 points, below in 1 of 2 reports") in text
   assert (f"in {there}: input work per step (the median over a report's "
           "rows): above 0 in 2 of 2 reports, median 2.0 ms") in text
+
+
+def test_offsets_give_the_start_up_growth_and_the_batches_taken(tmp_path):
+  path = tmp_path / "r.json"
+  calib = lambda startup: {"block_startup_s": startup}
+  path.write_text(json.dumps({
+      "rows": {"a@1": {"error": 0.0, "calibration": calib(0.001)},
+               "b@1": {"error": 0.0, "calibration": calib(0.003)},
+               "a@2": {"error": 0.0, "calibration": calib(0.006)},
+               "b@2": {"error": 0.0, "calibration": {}}},
+      "inputs": {"input_taken_s": {"a@2": 0.002, "b@2": 0.003}}}))
+  found = validation_errors.offsets([str(path)])
+  r = found["reports"][str(path)]
+  # K = 2's 6 ms less K = 1's median 2 ms; b@2 has no start-up.
+  assert r["startup_growth_s"] == pytest.approx(0.004)
+  assert r["input_taken_s"] == pytest.approx(0.0025)
+  assert "r.json: 4, +0.0%, 0.0%, -, -, +4.0 ms, 2.5 ms" in (
+      validation_errors.format_offsets(found))
+  # Reports without them (before 7 December, evening) show "-".
+  path.write_text(json.dumps({"rows": {"a@1": {"error": 0.0}}}))
+  text = validation_errors.format_offsets(
+      validation_errors.offsets([str(path)]))
+  assert "r.json: 1, +0.0%, -, -, -, -, -" in text
