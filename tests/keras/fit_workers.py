@@ -13,7 +13,9 @@ import numpy as np
 GLOBAL_BATCH = 16
 STEPS_PER_EPOCH = 4
 EPOCHS = 3
-VARIANTS = ("xy", "xy_sample_weight", "dict_inputs")
+# "xy_endless" trains on the "xy" data repeated without end: its blocks take
+# their batches inside the graph (tf_preempt.keras.unrolled).
+VARIANTS = ("xy", "xy_sample_weight", "dict_inputs", "xy_endless")
 
 
 def _arrays(variant):
@@ -87,8 +89,11 @@ def train(strategy, variant, workdir):
   unroll_steps(model)
   counter = BlockCounter()
   checkpoint = os.path.join(workdir, "ckpt-{epoch}.weights.h5")
+  endless = variant == "xy_endless"
+  train_data = _dataset(variant).repeat() if endless else _dataset(variant)
   history = model.fit(
-      _dataset(variant), epochs=EPOCHS, verbose=0,
+      train_data, epochs=EPOCHS, verbose=0,
+      steps_per_epoch=STEPS_PER_EPOCH if endless else None,
       # The dataset fixes the order; Keras ignores (and warns about) its
       # default shuffle=True for a tf.data.Dataset.
       shuffle=False,
@@ -111,6 +116,8 @@ def train(strategy, variant, workdir):
       "checkpoints": sorted(f for f in os.listdir(workdir)
                             if f.endswith(".h5")),
       "iterations": int(model.optimizer.iterations.numpy()),
+      "batches_taken_eagerly":
+          model.train_function.last_input_ns is not None,
   }
 
 

@@ -59,4 +59,7 @@ def test_fit_two_workers_equals_one_process(logical_cpus, tmp_path):
     # steps_per_execution=2: callbacks once per block of 2 of the 4 steps.
     assert first["batch_ends"] == expected["batch_ends"] == 2 * 3
     assert first["iterations"] == expected["iterations"] == 4 * 3
+    eager = variant != "xy_endless"
+    assert first["batches_taken_eagerly"] == eager, variant
+    assert expected["batches_taken_eagerly"] == eager, variant
     assert first["checkpoints"] == [f"ckpt-{e}.weights.h5" for e in (1, 2, 3)]

@@ -13,6 +13,7 @@ from tf_preempt.plan import CostModel
 from tf_preempt.plan import TrainingDAG
 from tf_preempt.plan import make_plan
 from tf_preempt.keras.unrolled import UnrolledStepFunction
+from tf_preempt.keras.unrolled import never_runs_out
 from tf_preempt.testing import collectives
 from tf_preempt.testing import graphs
 
@@ -91,6 +92,55 @@ def test_unrolled_blocks_train_like_single_steps(strategy_name, logical_cpus):
   assert got_ends == [2, 5, 8] * 2
 
 
+def _fit_endless(model, unroll, steps_per_epoch):
+  if unroll:
+    unroll_steps(model)
+  x, y = _data()
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
+  history = model.fit(dataset, epochs=2, steps_per_epoch=steps_per_epoch,
+                      verbose=0)
+  return model, history.history
+
+
+@pytest.mark.parametrize("strategy_name",
+                         ["stock", "preemptive_pace", "preemptive_priority"])
+def test_endless_data_is_taken_in_the_graph_and_trains_like_single_steps(
+    strategy_name, logical_cpus):
+  make_strategy = _strategies(logical_cpus)[strategy_name]
+  steps_per_epoch = 2 * _K
+  ref, ref_history = _fit_endless(_model(make_strategy(), 1), False,
+                                  steps_per_epoch)
+  got, got_history = _fit_endless(_model(make_strategy(), _K), True,
+                                  steps_per_epoch)
+  for a, b in zip(ref.weights, got.weights):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6,
+                               err_msg=a.path)
+  for name in ref_history:
+    np.testing.assert_allclose(ref_history[name], got_history[name],
+                               rtol=1e-6)
+  assert int(got.optimizer.iterations.numpy()) == 2 * steps_per_epoch
+  # Every block took its batches inside the graph: nothing was timed, and
+  # no function of given batches was traced.
+  function = got.train_function
+  assert function.last_input_ns is None
+  assert list(function._endless_functions) == [_K]  # pylint: disable=protected-access
+  assert not function._functions  # pylint: disable=protected-access
+
+
+def test_never_runs_out_only_for_endless_distributed_iterators(logical_cpus):
+  dataset = tf.data.Dataset.range(8).batch(2)
+  mirrored = collectives.stock_mirrored_strategy(logical_cpus[:2])
+  one_device = tf.distribute.OneDeviceStrategy(logical_cpus[0])
+  for strategy in (mirrored, one_device):
+    assert never_runs_out(iter(strategy.experimental_distribute_dataset(
+        dataset.repeat())))
+    assert not never_runs_out(iter(strategy.experimental_distribute_dataset(
+        dataset)))
+  # Plain tf.data and Python iterators say nothing of their end.
+  assert not never_runs_out(iter(dataset.repeat()))
+  assert not never_runs_out(iter([1, 2, 3]))
+
+
 def test_steps_argument_sets_steps_per_execution(logical_cpus):
   model = _model(tf.distribute.OneDeviceStrategy(logical_cpus[0]), 1)
   unroll_steps(model, steps=4)
@@ -139,8 +189,12 @@ def test_a_call_times_taking_its_batches(logical_cpus, monkeypatch):
   assert function.last_input_ns == taken
 
 
-def _two_step_graph(strategy, width=16, out_units=1):
-  """Traces two unrolled steps; returns (graph, model)."""
+def _two_step_graph(strategy, width=16, out_units=1, endless=False):
+  """Traces two unrolled steps; returns (graph, model).
+
+  With `endless`, the steps take their batches from an endless iterator in
+  the graph; otherwise they are given two batches taken eagerly.
+  """
   # No compiled metrics: `fit` would build them before tracing; here nothing
   # does, and they are not what this graph is about. Plain SGD: the reduced
   # gradient flows straight into the variable's update, with no slot
@@ -152,11 +206,17 @@ def _two_step_graph(strategy, width=16, out_units=1):
   with strategy.scope():
     model.optimizer.build(model.trainable_variables)
   x, y = _data(out_units)
-  dataset = strategy.experimental_distribute_dataset(
-      tf.data.Dataset.from_tensor_slices((x, y)).batch(8))
-  iterator = iter(dataset)
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+  if endless:
+    dataset = dataset.repeat()
+  iterator = iter(strategy.experimental_distribute_dataset(dataset))
+  unrolled = UnrolledStepFunction(model, model.train_step)
+  if endless:
+    assert never_runs_out(iterator)
+    function = unrolled.endless_function_for(2)
+    return function.get_concrete_function(iterator).graph, model
   batches = (next(iterator), next(iterator))
-  function = UnrolledStepFunction(model, model.train_step).function_for(2)
+  function = unrolled.function_for(2)
   return function.get_concrete_function(batches).graph, model
 
 
@@ -196,20 +256,30 @@ def first_layer_waits_for_last_layer_reduction(graph, model):
   return any(last & graphs.ancestors(op) for op in step2)
 
 
-def test_unrolled_graph_has_no_nested_function_calls(logical_cpus):
+_BATCHES = pytest.mark.parametrize("endless", [False, True],
+                                   ids=["given_batches", "endless_iterator"])
+
+
+@_BATCHES
+def test_unrolled_graph_has_no_nested_function_calls(logical_cpus, endless):
   graph, _ = _two_step_graph(collectives.stock_mirrored_strategy(
-      logical_cpus[:2]))
+      logical_cpus[:2]), endless=endless)
   calls = [op.name for op in graph.get_operations()
            if op.type in ("PartitionedCall", "StatefulPartitionedCall",
                           "While", "StatelessWhile", "If", "StatelessIf")]
   assert not calls
+  # Two steps on two replicas: four batch shards, taken in the graph only
+  # from an endless iterator.
+  takes = [op for op in graph.get_operations() if "GetNext" in op.type]
+  assert len(takes) == (4 if endless else 0), [op.type for op in takes]
 
 
-def test_stock_single_pack_makes_next_step_wait(logical_cpus):
+@_BATCHES
+def test_stock_single_pack_makes_next_step_wait(logical_cpus, endless):
   # The negative control of the overlap test: with stock TensorFlow's one
   # pack, step 2's first layer waits for the whole reduction of step 1.
   graph, model = _two_step_graph(collectives.stock_mirrored_strategy(
-      logical_cpus[:2]))
+      logical_cpus[:2]), endless=endless)
   assert first_layer_waits_for_last_layer_reduction(graph, model)
 
 
@@ -220,13 +290,15 @@ def _comm_bound_pace_plan(model):
   return make_plan(dag, CostModel.ring(2, 1e8, 50e-6), "pace")
 
 
-def test_priority_order_skips_the_last_layer_reduction(logical_cpus):
+@_BATCHES
+def test_priority_order_skips_the_last_layer_reduction(logical_cpus, endless):
   # A tiny model: every gradient is ready before the link is free, so the
   # priority plan sends the first layer first and the last layer last; step
-  # 2's first layer must not wait for the last layer's reduction.
+  # 2's first layer must not wait for the last layer's reduction, whether
+  # its batch was given or taken in the graph.
   strategy = PreemptiveMirroredStrategy(list(logical_cpus[:2]),
                                         scheduler="priority")
-  graph, model = _two_step_graph(strategy)
+  graph, model = _two_step_graph(strategy, endless=endless)
   assert not first_layer_waits_for_last_layer_reduction(graph, model)
 
 

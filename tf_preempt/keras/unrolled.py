@@ -20,6 +20,12 @@ block, the metrics and the optimizer's iteration count advance once per
 step, and a last block with fewer batches runs a function traced for that
 many steps (traced once, cached).
 
+Where the data never runs out (a distributed dataset of infinite
+cardinality, as `.repeat()` makes it and as the training binaries' data
+is), the block takes its K batches inside the graph, as stock Keras's
+function does for its one; otherwise it takes them eagerly and passes
+them in, so that a last, partial block runs only the steps it has data for.
+
 It also makes `steps_per_execution > 1` work under distribution strategies:
 stock Keras 3.15 runs such blocks in a `tf.while_loop` whose `tf.cond` fails
 under `MirroredStrategy` and `MultiWorkerMirroredStrategy` on TensorFlow 2.21
@@ -37,15 +43,18 @@ from tf_preempt.keras import keras_internals
 class UnrolledStepFunction:
   """A train or test function that runs a block of steps in one flat graph.
 
-  The batches of a block are taken from the distributed iterator eagerly and
-  passed to the traced function as arguments; that is how the function knows
-  how many steps it runs without a data-dependent branch (a `tf.cond` would
-  put the steps in a nested function again).
+  A finite iterator's batches are taken eagerly and passed to the traced
+  function as arguments; that is how the function knows how many steps it
+  runs without a data-dependent branch (a `tf.cond` would put the steps in a
+  nested function again). An endless iterator is passed in whole and the
+  function takes its K batches itself: taken eagerly, they cost a K = 2
+  block 2.3-2.9 ms of Python on these machines before its first op
+  ((h23) to (h25) in benchmarks/simulation/README.md).
 
   Attributes:
-    last_input_ns: nanoseconds the last call that took at least one batch
-      spent taking its batches from the iterator (None before such a
-      call).
+    last_input_ns: nanoseconds the last call that took its batches eagerly
+      spent taking them from the iterator (None before such a call, and
+      after a call that took them inside the graph).
   """
 
   def __init__(self, model, step):
@@ -58,6 +67,7 @@ class UnrolledStepFunction:
     self._model = model
     self._step = step
     self._functions: Dict[int, object] = {}
+    self._endless_functions: Dict[int, object] = {}
     self.last_input_ns: Optional[int] = None
 
   def _steps(self, batches):
@@ -69,17 +79,39 @@ class UnrolledStepFunction:
     # stock Keras.
     return keras_internals.reduce_per_replica(outputs, strategy, "auto")
 
+  def _traced(self, fn):
+    if self._model.run_eagerly:
+      return fn
+    return tf.function(fn, reduce_retracing=True, autograph=False)
+
   def function_for(self, num_steps: int):
-    """Returns the (cached) function that runs `num_steps` steps."""
+    """Returns the (cached) function that runs `num_steps` given batches."""
     fn = self._functions.get(num_steps)
     if fn is None:
-      fn = self._steps
-      if not self._model.run_eagerly:
-        fn = tf.function(fn, reduce_retracing=True, autograph=False)
-      self._functions[num_steps] = fn
+      fn = self._functions[num_steps] = self._traced(self._steps)
+    return fn
+
+  def endless_function_for(self, num_steps: int):
+    """Returns the (cached) function that takes and runs `num_steps` batches.
+
+    Args:
+      num_steps: the batches each call takes from the iterator it is given.
+
+    Returns:
+      A function of a distributed iterator that never runs out.
+    """
+    fn = self._endless_functions.get(num_steps)
+    if fn is None:
+      def take_and_run(iterator):
+        return self._steps(tuple(next(iterator) for _ in range(num_steps)))
+      fn = self._endless_functions[num_steps] = self._traced(take_and_run)
     return fn
 
   def __call__(self, iterator):
+    if never_runs_out(iterator):
+      self.last_input_ns = None
+      return self.endless_function_for(self._model.steps_per_execution)(
+          iterator)
     start_ns = time.monotonic_ns()
     batches = []
     for _ in range(self._model.steps_per_execution):
@@ -89,10 +121,32 @@ class UnrolledStepFunction:
         break
     if not batches:
       raise StopIteration
-    # Taking batches from a distributed iterator is eager Python work that
-    # the block pays before its first op: telemetry reports it per block.
+    # Taking batches eagerly is Python work that the block pays before its
+    # first op: telemetry reports it per block.
     self.last_input_ns = time.monotonic_ns() - start_ns
     return self.function_for(len(batches))(tuple(batches))
+
+
+def never_runs_out(iterator) -> bool:
+  """Whether a block may take its batches inside the graph.
+
+  Args:
+    iterator: what `fit` or `evaluate` hands the train or test function.
+
+  Returns:
+    True for a `tf.distribute` iterator over a dataset of infinite
+    cardinality that takes its batches without an end-of-data check.
+  """
+  # Private attributes of tf.distribute's DistributedIterator (TensorFlow
+  # 2.21, constraints.txt): no public API says whether it ends. Anything
+  # else (a plain tf.data iterator, a Python generator, a finite dataset,
+  # a multi-worker iterator that checks across workers for the end) keeps
+  # the eager path, which works for all of them.
+  cardinality = getattr(iterator, "_cardinality", None)
+  return (isinstance(iterator, tf.distribute.DistributedIterator) and
+          cardinality is not None and
+          int(cardinality) == tf.data.INFINITE_CARDINALITY and
+          not getattr(iterator, "_enable_get_next_as_optional", True))
 
 
 def unroll_steps(model, steps: Optional[int] = None):
