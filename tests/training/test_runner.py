@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from tf_preempt.keras import unroll_steps
+from tf_preempt.testing import collectives
 from tf_preempt.training import TrainConfig
 from tf_preempt.training import run
 from tf_preempt.training import runner
@@ -79,7 +80,7 @@ def test_mirrored_unrolled_with_timeline(logical_cpus, tmp_path):
 def test_step_timer_records_batches_taken_eagerly(logical_cpus):
   # Finite data: an unrolled block takes its batches eagerly, and the timer
   # puts that time into the block's span.
-  strategy = tf.distribute.MirroredStrategy(list(logical_cpus[:2]))
+  strategy = collectives.stock_mirrored_strategy(logical_cpus[:2])
   with strategy.scope():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
