@@ -90,19 +90,23 @@ def train(strategy, variant, workdir):
   counter = BlockCounter()
   checkpoint = os.path.join(workdir, "ckpt-{epoch}.weights.h5")
   endless = variant == "xy_endless"
-  train_data = _dataset(variant).repeat() if endless else _dataset(variant)
+  data = _dataset(variant).repeat() if endless else _dataset(variant)
   history = model.fit(
-      train_data, epochs=EPOCHS, verbose=0,
+      data, epochs=EPOCHS, verbose=0,
       steps_per_epoch=STEPS_PER_EPOCH if endless else None,
+      validation_steps=STEPS_PER_EPOCH if endless else None,
       # The dataset fixes the order; Keras ignores (and warns about) its
       # default shuffle=True for a tf.data.Dataset.
       shuffle=False,
-      validation_data=_dataset(variant),
+      validation_data=data,
       callbacks=[
           counter,
           keras.callbacks.ModelCheckpoint(checkpoint, save_weights_only=True),
           keras.callbacks.BackupAndRestore(os.path.join(workdir, "backup")),
       ])
+  # Before evaluate, whose finite data the test function takes eagerly.
+  taken_eagerly = [f.last_input_ns is not None
+                   for f in (model.train_function, model.test_function)]
   evaluation = model.evaluate(_dataset(variant), verbose=0, return_dict=True)
   x = _arrays(variant)[0]
   predictions = model.predict(x, batch_size=GLOBAL_BATCH, verbose=0)
@@ -116,8 +120,7 @@ def train(strategy, variant, workdir):
       "checkpoints": sorted(f for f in os.listdir(workdir)
                             if f.endswith(".h5")),
       "iterations": int(model.optimizer.iterations.numpy()),
-      "batches_taken_eagerly":
-          model.train_function.last_input_ns is not None,
+      "batches_taken_eagerly": taken_eagerly,
   }
 
 

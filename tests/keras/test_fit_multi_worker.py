@@ -59,7 +59,15 @@ def test_fit_two_workers_equals_one_process(logical_cpus, tmp_path):
     # steps_per_execution=2: callbacks once per block of 2 of the 4 steps.
     assert first["batch_ends"] == expected["batch_ends"] == 2 * 3
     assert first["iterations"] == expected["iterations"] == 4 * 3
-    eager = variant != "xy_endless"
+    # Fit's train and validation blocks: in the graph on endless data.
+    eager = [variant != "xy_endless"] * 2
     assert first["batches_taken_eagerly"] == eager, variant
     assert expected["batches_taken_eagerly"] == eager, variant
     assert first["checkpoints"] == [f"ckpt-{e}.weights.h5" for e in (1, 2, 3)]
+  # The same batches taken in the graph train as those taken eagerly.
+  by_variant = results[0].value
+  for name, values in by_variant["xy"]["history"].items():
+    np.testing.assert_allclose(by_variant["xy_endless"]["history"][name],
+                               values, rtol=1e-5, atol=1e-6, err_msg=name)
+  assert by_variant["xy_endless"]["evaluate"] == pytest.approx(
+      by_variant["xy"]["evaluate"], rel=1e-5, abs=1e-6)

@@ -98,6 +98,7 @@ def _fit_endless(model, unroll, steps_per_epoch):
   x, y = _data()
   dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
   history = model.fit(dataset, epochs=2, steps_per_epoch=steps_per_epoch,
+                      validation_data=dataset.skip(2), validation_steps=_K,
                       verbose=0)
   return model, history.history
 
@@ -107,24 +108,28 @@ def _fit_endless(model, unroll, steps_per_epoch):
 def test_endless_data_is_taken_in_the_graph_and_trains_like_single_steps(
     strategy_name, logical_cpus):
   make_strategy = _strategies(logical_cpus)[strategy_name]
-  steps_per_epoch = 2 * _K
-  ref, ref_history = _fit_endless(_model(make_strategy(), 1), False,
-                                  steps_per_epoch)
+  # 7 steps an epoch in blocks of 3: Keras hands over 3 full blocks, and
+  # on data that never runs out stock Keras runs all 9 steps too.
+  ref, ref_history = _fit_endless(_model(make_strategy(), 1), False, 9)
   got, got_history = _fit_endless(_model(make_strategy(), _K), True,
-                                  steps_per_epoch)
+                                  _BATCHES_PER_EPOCH)
   for a, b in zip(ref.weights, got.weights):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6,
                                err_msg=a.path)
+  assert set(ref_history) == set(got_history) and "val_loss" in ref_history
   for name in ref_history:
     np.testing.assert_allclose(ref_history[name], got_history[name],
-                               rtol=1e-6)
-  assert int(got.optimizer.iterations.numpy()) == 2 * steps_per_epoch
-  # Every block took its batches inside the graph: nothing was timed, and
-  # no function of given batches was traced.
-  function = got.train_function
-  assert function.last_input_ns is None
-  assert list(function._endless_functions) == [_K]  # pylint: disable=protected-access
-  assert not function._functions  # pylint: disable=protected-access
+                               rtol=1e-6, err_msg=name)
+  assert int(got.optimizer.iterations.numpy()) == 2 * 9
+  # Every block, of training and of validation, took its batches inside
+  # the graph: nothing was timed, no function of given batches was traced,
+  # and one trace served every block.
+  for function in (got.train_function, got.test_function):
+    assert function.last_input_ns is None
+    assert list(function._endless_functions) == [_K]  # pylint: disable=protected-access
+    assert not function._functions  # pylint: disable=protected-access
+    assert function.endless_function_for(
+        _K).experimental_get_tracing_count() == 1
 
 
 def test_never_runs_out_only_for_endless_distributed_iterators(logical_cpus):

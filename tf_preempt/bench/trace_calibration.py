@@ -119,7 +119,9 @@ def input_medians(blocks_of: Dict[str, List[Dict[str, Any]]]
   (`UnrolledStepFunction.last_input_ns`), where its blocks recorded it.
 
   Stock Keras's K=1 train function takes its batch inside the graph, so
-  its blocks record none; nor do traces from before 7 December, evening.
+  its blocks record none; nor do traces from before 7 December, evening,
+  nor unrolled blocks on data that never runs out from 7 December, night
+  on (they take their batches inside the graph too).
 
   Args:
     blocks_of: {trace name: its `trace_blocks`}.
@@ -304,8 +306,9 @@ def input_work_per_step(startups: Dict[int, float]) -> Optional[float]:
   later steps, from the start-ups fitted per K (`fit_block_head`).
 
   A block starts by taking its K batches from the iterator, eagerly, before
-  the function runs (`tf_preempt.keras.unrolled`): work per step, done at
-  the block's start. The compute alone (a K=1 block per step) holds one
+  the function runs (`tf_preempt.keras.unrolled` until 7 December, night;
+  since then only on finite data): work per step, done at the block's
+  start. The compute alone (a K=1 block per step) holds one
   batch's of it in every step, so the heads put one into the forward share
   and the rest, K - 1 batches', into the start-up of K. Its growth with K
   over K=1's is that rest. (The premise is the check's, and the traces

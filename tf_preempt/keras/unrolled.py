@@ -98,7 +98,8 @@ class UnrolledStepFunction:
       num_steps: the batches each call takes from the iterator it is given.
 
     Returns:
-      A function of a distributed iterator that never runs out.
+      A function of a distributed iterator that never runs out; a call
+      returns the block's logs, as a call of `function_for`'s does.
     """
     fn = self._endless_functions.get(num_steps)
     if fn is None:
@@ -136,12 +137,18 @@ def never_runs_out(iterator) -> bool:
   Returns:
     True for a `tf.distribute` iterator over a dataset of infinite
     cardinality that takes its batches without an end-of-data check.
+    Such a dataset can still end if what it repeats turns out empty
+    (`filter` or a generator before `repeat`): the block then stops with
+    `OutOfRangeError`, which `fit` ends the epoch on, as stock Keras's
+    in-graph take does; steps of that block may already have run.
   """
   # Private attributes of tf.distribute's DistributedIterator (TensorFlow
   # 2.21, constraints.txt): no public API says whether it ends. Anything
-  # else (a plain tf.data iterator, a Python generator, a finite dataset,
-  # a multi-worker iterator that checks across workers for the end) keeps
-  # the eager path, which works for all of them.
+  # else (a plain tf.data iterator, a Python generator, a finite dataset)
+  # keeps the eager path, which works for all of them. TensorFlow turns the
+  # end-of-data check off for infinite data (input_lib's
+  # _enable_get_next_as_optional); testing it too only guards the in-graph
+  # take against a release that would not.
   cardinality = getattr(iterator, "_cardinality", None)
   return (isinstance(iterator, tf.distribute.DistributedIterator) and
           cardinality is not None and

@@ -148,8 +148,9 @@ class ExecutionModel:
       follows the barrier (the function's return, the training loop's
       callbacks).
     block_startup: seconds before a block's first op (needs `unroll`): the
-      training loop taking the block's K batches from the distributed
-      iterator, eagerly, and dispatching the function. The core computes
+      training loop dispatching the function and, where it takes them
+      eagerly (finite data, and every run before 7 December, night), the
+      block's K batches from the distributed iterator. The core computes
       nothing and the link is idle; everything after it shifts by this
       much.
     early_compute: seconds of a step's forward compute that reads no

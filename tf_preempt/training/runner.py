@@ -149,8 +149,11 @@ class StepTimer(keras.callbacks.Callback):
     block_s: seconds of each block, in order.
     spans: the same blocks as compute spans for the Chrome trace
       (`time.monotonic_ns()`, the scheduler op's clock); their args hold
-      Keras's batch index and, under `unroll_steps`, "input_us": the
-      microseconds the block took to take its batches from the iterator.
+      Keras's batch index and, under `unroll_steps` on finite data,
+      "input_us": the microseconds the block took to take its batches
+      from the iterator, eagerly (on data that never runs out, the
+      binaries' own, the block takes them inside its graph: no
+      "input_us").
     first_epoch: the first epoch run (> 0 after a restore).
     epochs_run: epochs begun.
   """
