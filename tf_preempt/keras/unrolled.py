@@ -47,9 +47,12 @@ class UnrolledStepFunction:
   function as arguments; that is how the function knows how many steps it
   runs without a data-dependent branch (a `tf.cond` would put the steps in a
   nested function again). An endless iterator is passed in whole and the
-  function takes its K batches itself: taken eagerly, they cost a K = 2
-  block 2.3-2.9 ms of Python on these machines before its first op
-  ((h23) to (h25) in benchmarks/simulation/README.md).
+  function takes its K batches itself, as stock Keras's function does.
+  (Taken eagerly, a K = 2 block spent 2.3-2.9 ms in `next()` before its
+  first op on the benchmark machines; taking them inside the graph saved
+  about 1% of a step, the rest being, likely, the input pipeline's own
+  work on the same core: (h23) to (h27) in
+  benchmarks/simulation/README.md.)
 
   Attributes:
     last_input_ns: nanoseconds the last call that took its batches eagerly
