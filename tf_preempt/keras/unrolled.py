@@ -23,7 +23,7 @@ many steps (traced once, cached).
 Where the data never runs out (a distributed dataset of infinite
 cardinality, as `.repeat()` makes it and as the training binaries' data
 is), the block takes its K batches inside the graph, as stock Keras's
-function does for its one; otherwise it takes them eagerly and passes
+train function does; otherwise it takes them eagerly and passes
 them in, so that a last, partial block runs only the steps it has data for.
 
 It also makes `steps_per_execution > 1` work under distribution strategies:
