@@ -50,9 +50,9 @@ class UnrolledStepFunction:
   function takes its K batches itself, as stock Keras's function does.
   (Taken eagerly, a K = 2 block spent 2.3-2.9 ms in `next()` before its
   first op on the benchmark machines; taking them inside the graph saved
-  about 1% of a step, the rest being, likely, the input pipeline's own
-  work on the same core: (h23) to (h27) in
-  benchmarks/simulation/README.md.)
+  about 1% of a step in a scratch A/B of the compute alone, the rest
+  being, likely, the input pipeline's own work on the same core: (h23)
+  to (h28) in benchmarks/simulation/README.md.)
 
   Attributes:
     last_input_ns: nanoseconds the last call that took its batches eagerly
