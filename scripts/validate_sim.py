@@ -60,11 +60,15 @@ the row being predicted:
   - link_burst: the link's token bucket (above);
   - credit: the row's --credit_collectives / --credit_bytes, else the
     runtime's default on CPUs (2 collectives in flight);
-  - early_compute: the share of a training step's compute that reads no
-    weight (dropout's random masks), measured by
-    scripts/bench_step_profile.py (the newest
+  - early_compute: the share of a step by which a K = 2 block's first
+    step reaches its loss later than a K = 1 block's, in the compute
+    alone, measured by scripts/bench_block_head.py on the directory's
+    machine (the newest `probe_inputs.BLOCK_HEAD_GLOB` beside it of that
+    machine that has its model); without one, the share of a training
+    step's compute that reads no weight (dropout's random masks),
+    measured by scripts/bench_step_profile.py (the newest
     `probe_inputs.STEP_PROFILE_GLOB` beside the directory that has its
-    model), times the step's compute;
+    model); times the step's compute;
     in a block the later steps' runs at its start, and the heads the
     start-ups are fitted to are taken less it; with
     --input_work=startups (a check, not the default), also the start-up's
@@ -737,7 +741,8 @@ class _DirectoryInputs:
       rows that release the whole dense gradient alone (`_lone_in_situ`).
     compute_total: the DAG's forward plus backward seconds.
     flops_share: the DAG's forward share of them.
-    early_share: the share of the compute that reads no weight.
+    early_share: the share of the compute that a block's later steps run
+      at its start (`probe_inputs.early_share`).
     early_source: where it came from.
     early: that share of `compute_total`, in seconds.
     missing: what the benchmark should have recorded, so far.
@@ -1115,14 +1120,17 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
                                 base_dag)
                   if lone_collective == "traces" else {})
   compute_total = base_dag.forward_length() + base_dag.backward_end()
-  # Each later step's weight-free forward work, run at its block's start
+  # Each later step's work that reads no updated weight, run at its
+  # block's start
   # (a part of the heads, which the start-ups would hold otherwise).
-  early_share, early_source = probe_inputs.early_share(results_dir,
-                                                       setup["model"])
+  early_share, early_source = probe_inputs.early_share(
+      results_dir, setup["model"], setup["machine"])
   if early_source.startswith("none"):
     missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
                    "the share of a step's compute that reads no weight "
-                   "(scripts/bench_step_profile.py), for this model")
+                   "(scripts/bench_step_profile.py), for this model; or "
+                   f"{probe_inputs.BLOCK_HEAD_GLOB} of its machine "
+                   "(scripts/bench_block_head.py)")
   return _DirectoryInputs(
       results_dir=results_dir, results=results, setup=setup,
       bench_args=bench_args, plans_dir=plans_dir, base_dag=base_dag,
@@ -1800,9 +1808,10 @@ def _input_lines(inputs: Dict[str, Any]) -> List[str]:
       ("none" if cpu is None else
        f"{cpu['alpha'] * 1e3:.3f} ms + {cpu['beta'] * 1e9:.3f} ns/B") +
       f" ({inputs['cpu_source']}).",
-      f"- Early compute (a step's ops that read no weight, dropout's "
-      f"random masks; in a block of K steps the later steps' run at its "
-      f"start): share {inputs.get('early_share', 0.0):.3f} of a step, "
+      f"- Early compute (in a block of K steps, the later steps' work "
+      f"that reads no updated weight, dropout's random masks, runs at its "
+      f"start, delaying the first step's forward pass): share "
+      f"{inputs.get('early_share', 0.0):.3f} of a step, "
       f"{inputs.get('early_compute_s', 0.0) * 1e3:.2f} ms "
       f"({inputs.get('early_source', 'not modelled')}).",
       *_input_taken_lines(inputs.get("input_taken_s")),

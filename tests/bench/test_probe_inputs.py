@@ -345,6 +345,45 @@ def test_early_share_from_the_newest_probe_that_has_the_model(tmp_path):
   assert share == 0.0 and source.startswith("none")
 
 
+def _block_head(parent, name, machine, models):
+  os.makedirs(parent / name)
+  with open(parent / name / "block_head.json", "w") as f:
+    json.dump({"machine": machine,
+               "models": {m: {"per_worker_batch": 32, "delay_share": share,
+                              "shares": [share] * 5}
+                          for m, share in models.items()}}, f)
+
+
+def test_early_share_from_the_block_head_of_the_directory_s_machine(
+    tmp_path):
+  results = tmp_path / "2026-12-07-transformer_tiny-2gbit"
+  os.makedirs(results)
+  _step_profile(tmp_path, "2026-12-06-step-profile",
+                {"transformer_tiny": 0.12, "vgg_small": 0.001})
+  this = bench_records.machine_line("fc-v1300")
+  other = bench_records.machine_line("fc-v1272")
+  machine = results_files.machine_identity(this)
+  _block_head(tmp_path, "2026-12-07-block-head", this,
+              {"transformer_tiny": 0.3})
+  _block_head(tmp_path, "2026-12-08-block-head", other,
+              {"transformer_tiny": 0.5, "vgg_small": 0.2})
+  share, source = probe_inputs.early_share(str(results), "transformer_tiny",
+                                           machine)
+  assert share == 0.3
+  assert source.startswith("the block head: 2026-12-07-block-head/")
+  assert "median of 5 repeats at a batch of 32" in source
+  # No block head of this machine has vgg_small; none of another machine
+  # is taken, nor any without a machine to match.
+  for model, machine_of, expected in (
+      ("vgg_small", machine, 0.001), ("transformer_tiny", None, 0.12),
+      ("transformer_tiny", "AMD EPYC, 2 cores, Linux 6.1", 0.12)):
+    share, source = probe_inputs.early_share(str(results), model,
+                                             machine_of)
+    assert share == expected
+    assert source.startswith("2026-12-06-step-profile/step_profile.json")
+    assert "the ops that read no weight; no *block-head*" in source
+
+
 def test_layer_shares_from_the_step_profile(tmp_path):
   results = tmp_path / "2026-12-03-vgg_small-2gbit"
   os.makedirs(results)

@@ -144,6 +144,33 @@ def test_early_work_beside_the_results_is_modelled(tmp_path):
   assert "Early compute" in validate_sim.format_table(report)
 
 
+def test_the_block_head_of_the_directory_s_machine_is_the_early_work(
+    tmp_path):
+  validate_sim = scripts.load_script("validate_sim")
+  results_dir = tmp_path / "2026-12-01-vgg_small"
+  results = _make_results(results_dir)
+  results["machine"] = bench_records.machine_line("fc-v1300")
+  (results_dir / "results.json").write_text(json.dumps(results))
+  os.makedirs(tmp_path / "2026-12-05-step-profile")
+  (tmp_path / "2026-12-05-step-profile" / "step_profile.json").write_text(
+      json.dumps({"models": {"vgg_small": {
+          "per_worker_batch": 4, "early_share": 0.2, "shares": [0.2]}}}))
+  for name, kernel, share in (("2026-12-06-block-head", "fc-v1300", 0.1),
+                              ("2026-12-07-block-head", "fc-v1272", 0.3)):
+    os.makedirs(tmp_path / name)
+    (tmp_path / name / "block_head.json").write_text(json.dumps({
+        "machine": bench_records.machine_line(kernel),
+        "models": {"vgg_small": {"per_worker_batch": 4,
+                                 "delay_share": share, "shares": [share]}}}))
+  report = validate_sim.validate(str(results_dir), cost_fallback="trace")
+  inputs = report["inputs"]
+  assert inputs["early_share"] == 0.1
+  assert inputs["early_source"].startswith(
+      "the block head: 2026-12-06-block-head/block_head.json")
+  assert inputs["early_compute_s"] == pytest.approx(0.1 * results["compute_s"])
+  assert "2026-12-06-block-head" in validate_sim.format_table(report)
+
+
 def test_layer_shares_of_the_step_profile_are_the_per_op_times(tmp_path):
   validate_sim = scripts.load_script("validate_sim")
   results_dir = tmp_path / "2026-12-01-vgg_small"

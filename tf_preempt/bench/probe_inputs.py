@@ -44,6 +44,8 @@ ARRIVAL_ORDER_GLOB = "*arrival-order*/runs.jsonl"
 CONTENTION_GLOB = "*contention*/cpu_cost.json"
 # Where the step profiles are looked up: scripts/bench_step_profile.py --out.
 STEP_PROFILE_GLOB = "*step-profile*/step_profile.json"
+# Where the block heads are looked up: scripts/bench_block_head.py --out.
+BLOCK_HEAD_GLOB = "*block-head*/block_head.json"
 # A training block's start lags its peer's by 1.5-3 ms in the traces; a
 # probe's longer sleep finds the peer's collective further on (and, in
 # heap mode "tensorflow", a slower one).
@@ -523,21 +525,54 @@ def _step_profile(results_dir: str, model: str
   return None, f"none: no {STEP_PROFILE_GLOB} beside the results has {model}"
 
 
-def early_share(results_dir: str, model: str) -> Tuple[float, str]:
-  """(Share of a step's compute that reads no weight, where it came from).
+def early_share(results_dir: str, model: str,
+                machine: Optional[str] = None) -> Tuple[float, str]:
+  """(Share of a step that a block's later steps run at its start, where
+  it came from).
+
+  The block-head probe measures it: how much later a K = 2 block's first
+  step reaches its loss than a K = 1 block's, over a K = 1 block. It is
+  the machine's (how the executor orders two steps' ready ops on one
+  core), so only a probe run on the directory's machine is taken: the
+  newest `BLOCK_HEAD_GLOB` beside `results_dir` whose runs were all on
+  `machine` and that has `model`. Without one, the step profile's share
+  of a step's ops that read no weight (dropout's masks), a lower bound:
+  on 7 December's fc-v1300 transformer_tiny's K = 2 head was longer by
+  about 0.3 of a step, its weight-free ops 0.12 of a step.
 
   Args:
     results_dir: the directory being validated.
     model: its model's name.
+    machine: the directory's `results_files.machine_identity`, or None.
 
   Returns:
-    The median share `scripts/bench_step_profile.py` measured for `model`
-    (`_step_profile`) and a description; (0.0, why) if none has it.
+    The median delay share of `scripts/bench_block_head.py` for `model` on
+    `machine`, else the median early share `scripts/bench_step_profile.py`
+    measured for it (`_step_profile`), with a description; (0.0, why) if
+    neither has it.
   """
+
+  def describe(path):
+    probe = results_files.read_json(path) or {}
+    if model not in (probe.get("models") or {}):
+      return None
+    return [results_files.machine_identity(probe.get("machine"))], None
+
+  head = (None if machine is None else
+          _auto_probe(results_dir, BLOCK_HEAD_GLOB, describe, machine, None))
+  if head is not None:
+    measured = results_files.read_json(head)["models"][model]
+    parent = os.path.dirname(os.path.abspath(results_dir))
+    return float(measured["delay_share"]), (
+        f"the block head: {os.path.relpath(head, parent)}, median of "
+        f"{len(measured['shares'])} repeats at a batch of "
+        f"{measured['per_worker_batch']} per worker, on this machine")
   measured, source = _step_profile(results_dir, model)
   if measured is None:
     return 0.0, source
-  return float(measured["early_share"]), source
+  return float(measured["early_share"]), (
+      f"{source}: the ops that read no weight; no {BLOCK_HEAD_GLOB} of "
+      "this machine")
 
 
 def layer_shares(results_dir: str, model: str

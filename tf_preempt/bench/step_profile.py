@@ -84,15 +84,14 @@ def weight_free_ops(graph, weight_inputs: Iterable[str]) -> Set[str]:
   return {op.name for op in operations if op.name not in reached}
 
 
-def profiled_op_seconds(log_dir: str) -> Dict[str, float]:
-  """{op name: seconds} summed over the TensorFlow ops of a profile.
+def read_profile(log_dir: str):
+  """The newest profile under `log_dir`, as an `XSpace` proto.
 
   Args:
     log_dir: the directory given to `tf.profiler.experimental.start`.
 
   Returns:
-    Seconds per graph op name, from the executor threads' op events
-    ("name:type"), over everything profiled.
+    The parsed `tensorflow.tsl.profiler.protobuf.xplane_pb2.XSpace`.
 
   Raises:
     FileNotFoundError: if the directory holds no profile.
@@ -107,6 +106,23 @@ def profiled_op_seconds(log_dir: str) -> Dict[str, float]:
   space = xplane_pb2.XSpace()
   with open(paths[-1], "rb") as f:
     space.ParseFromString(f.read())
+  return space
+
+
+def profiled_op_seconds(log_dir: str) -> Dict[str, float]:
+  """{op name: seconds} summed over the TensorFlow ops of a profile.
+
+  Args:
+    log_dir: the directory given to `tf.profiler.experimental.start`.
+
+  Returns:
+    Seconds per graph op name, from the executor threads' op events
+    ("name:type"), over everything profiled.
+
+  Raises:
+    FileNotFoundError: if the directory holds no profile.
+  """
+  space = read_profile(log_dir)
   seconds = collections.Counter()
   for plane in space.planes:
     for line in plane.lines:

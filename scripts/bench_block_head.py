@@ -1,0 +1,129 @@
+r"""Measures how much later a K = 2 block's first step reaches its loss.
+
+  python scripts/bench_block_head.py [--models transformer_tiny,vgg_small,
+      resnet20] [--batch_sizes 32,5,12] [--repeats 5] [--out DIR]
+
+Runs `tf_preempt.bench.block_head` (the compute alone of scripts/bench.py,
+profiled) at K = 1 and K = 2 per model and repeat, one process at a time,
+pinned to one core with the benchmark workers' threading
+(`tf_preempt.launch.MEASUREMENT_WORKER`), the two K's in alternating order.
+Per repeat the delay is the K = 2 block's median head (from its start to
+its first step's loss) less the K = 1 block's, and its share is that over
+the K = 1 block's median length: how much of a step's time the later
+step's work takes at the block's start, before the first step's forward
+pass is done (`ExecutionModel.early_compute`). `DIR/block_head.json` keeps
+every run, the machine, and per model the median delay share.
+`scripts/validate_sim.py` takes it from the newest `*block-head*`
+directory beside the results that was measured on the directory's
+machine, and the step profile's early share
+(`scripts/bench_step_profile.py`) where none was. Prints the delays;
+nothing here is asserted.
+"""
+
+import json
+import os
+import statistics
+import sys
+from typing import Any, Dict, List, Sequence
+
+from absl import app
+from absl import flags
+
+from tf_preempt import launch
+from tf_preempt.bench import runner
+
+
+def define_flags() -> None:
+  flags.DEFINE_list("models", ["transformer_tiny", "vgg_small", "resnet20"],
+                    "Models of the registry.")
+  flags.DEFINE_list("batch_sizes", ["32", "5", "12"],
+                    "Each model's batch of one worker (the benchmarks' "
+                    "global batch over 2 workers), in --models' order.")
+  flags.DEFINE_integer("repeats", 5, "Pairs of runs (K = 1, K = 2) per "
+                       "model.")
+  flags.DEFINE_integer("blocks", 8, "Blocks profiled per run.")
+  flags.DEFINE_float("timeout_s", 600, "Per run.")
+  flags.DEFINE_string("out", None, "Directory for block_head.json.")
+
+
+def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+  """Per model, the median delay share of its repeats.
+
+  Args:
+    records: `block_head` records, each with a "repeat" (an index) added;
+      per model and repeat one at K = 1 and one at K = 2.
+
+  Returns:
+    {model: {"per_worker_batch", "delay_share" (median), "shares" and
+    "delays_ms" (per repeat, in order)}}.
+
+  Raises:
+    ValueError: if a model was measured at two batch sizes, or a repeat
+      lacks K = 1 or K = 2.
+  """
+  by_model: Dict[str, Dict[int, Dict[int, Dict[str, Any]]]] = {}
+  batches: Dict[str, set] = {}
+  for r in records:
+    by_model.setdefault(r["model"], {}).setdefault(
+        r["repeat"], {})[r["unroll"]] = r
+    batches.setdefault(r["model"], set()).add(r["per_worker_batch"])
+  out = {}
+  for model, repeats in by_model.items():
+    if len(batches[model]) != 1:
+      raise ValueError(f"{model}: measured at batch sizes "
+                       f"{sorted(batches[model])}; one per model")
+    shares, delays = [], []
+    for repeat, runs in sorted(repeats.items()):
+      if set(runs) != {1, 2}:
+        raise ValueError(f"{model}, repeat {repeat}: runs at K = "
+                         f"{sorted(runs)}, not 1 and 2")
+      delay = runs[2]["head_ms"] - runs[1]["head_ms"]
+      delays.append(delay)
+      shares.append(delay / runs[1]["block_ms"])
+    out[model] = {"per_worker_batch": batches[model].pop(),
+                  "delay_share": statistics.median(shares),
+                  "shares": shares, "delays_ms": delays}
+  return out
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  if len(f.batch_sizes) != len(f.models):
+    raise app.UsageError(f"--batch_sizes has {len(f.batch_sizes)} values "
+                         f"for {len(f.models)} --models")
+  records: List[Dict[str, Any]] = []
+  for repeat in range(f.repeats):
+    # Alternating order: a drift of the machine's speed falls on both K.
+    unrolls = (1, 2) if repeat % 2 == 0 else (2, 1)
+    for model, batch in zip(f.models, f.batch_sizes):
+      for unroll in unrolls:
+        command = [sys.executable, "-m", "tf_preempt.bench.block_head",
+                   f"--model={model}", f"--batch_size={int(batch)}",
+                   f"--unroll={unroll}", f"--blocks={f.blocks}"]
+        (record,) = launch.launch_for_stats(
+            command, 1, timeout_s=f.timeout_s, **launch.MEASUREMENT_WORKER)
+        record["repeat"] = repeat
+        print(f"{model} batch {batch} K={unroll}: head "
+              f"{record['head_ms']:.2f} ms of a {record['block_ms']:.2f} ms "
+              "block (profiled medians)", flush=True)
+        records.append(record)
+  summary = summarize(records)
+  for model, s in summary.items():
+    print(f"{model}: K = 2's head longer by "
+          f"{statistics.median(s['delays_ms']):.2f} ms, median share "
+          f"{s['delay_share']:.3f} of a K = 1 block, over "
+          f"{len(s['shares'])} repeats")
+  if f.out:
+    os.makedirs(f.out, exist_ok=True)
+    path = os.path.join(f.out, "block_head.json")
+    with open(path, "w") as out:
+      json.dump({"machine": runner.machine(), "models": summary,
+                 "runs": records}, out, indent=1)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,38 @@
+"""Tests of scripts/bench_block_head.py (its worker: tests/bench)."""
+
+import pytest
+
+from tf_preempt.testing import scripts
+
+bench = scripts.load_script("bench_block_head")
+
+
+def _record(model, repeat, unroll, head_ms, block_ms, batch=32):
+  return {"model": model, "per_worker_batch": batch, "repeat": repeat,
+          "unroll": unroll, "head_ms": head_ms, "block_ms": block_ms}
+
+
+def test_summarize_takes_each_repeat_s_delay_over_its_k1_block():
+  summary = bench.summarize([
+      _record("transformer_tiny", 0, 1, 8.0, 16.0),
+      _record("transformer_tiny", 0, 2, 12.0, 30.0),
+      _record("vgg_small", 0, 1, 9.0, 20.0, batch=5),
+      _record("vgg_small", 0, 2, 9.0, 40.0, batch=5),
+      _record("transformer_tiny", 1, 2, 14.0, 33.0),
+      _record("transformer_tiny", 1, 1, 9.0, 20.0),
+      _record("transformer_tiny", 2, 1, 8.0, 10.0),
+      _record("transformer_tiny", 2, 2, 11.0, 21.0)])
+  tiny = summary["transformer_tiny"]
+  assert tiny["per_worker_batch"] == 32
+  assert tiny["delays_ms"] == [4.0, 5.0, 3.0]
+  assert tiny["shares"] == pytest.approx([0.25, 0.25, 0.3])
+  assert tiny["delay_share"] == pytest.approx(0.25)
+  assert summary["vgg_small"]["delay_share"] == 0.0
+
+
+def test_summarize_refuses_an_incomplete_repeat_or_two_batches():
+  with pytest.raises(ValueError, match="repeat 0: runs at K = \\[2\\]"):
+    bench.summarize([_record("m", 0, 2, 12.0, 30.0)])
+  with pytest.raises(ValueError, match="one per model"):
+    bench.summarize([_record("m", 0, 1, 8.0, 16.0),
+                     _record("m", 0, 2, 12.0, 30.0, batch=4)])

@@ -1,0 +1,184 @@
+r"""Measures a training block's head: when its first step's loss is ready.
+
+  python -m tf_preempt.bench.block_head --model transformer_tiny \
+      --batch_size 32 --unroll 2
+
+One process, the compute alone of `scripts/bench.py` (the training binary's
+`--strategy=one_device` run: `tf_preempt.training.runner`, its synthetic
+data, SGD with momentum, blocks of `--unroll` steps, traced flat by
+`tf_preempt.keras.unroll_steps` for K > 1), with `--blocks` blocks after
+`--warmup_blocks` under TensorFlow's profiler. Per profiled block (one call
+of the train function) its head is the time from the call's start to the
+end of its first step's loss op (the first `LOSS_OP_TYPE` op outside the
+gradient tape to end): the forward pass of the block's first step, plus
+whatever the block runs before it.
+
+In a flat block of K steps the later steps' work that reads no updated
+weight (dropout's random masks, the batches taken in the graph) is ready
+at the block's start, and the executor runs it then, before and between
+the first step's forward ops: a K = 2 block's head is longer than a K = 1
+block's by as much as that work holds the core
+(`ExecutionModel.early_compute`). `scripts/bench_block_head.py` takes the
+difference, in the workers' threading (run it pinned to one core with one
+intra-op and two inter-op threads, as `tf_preempt.launch.MEASUREMENT_WORKER`
+does).
+
+Prints one JSON line: {"model", "per_worker_batch", "unroll", "heads_ms"
+and "blocks_ms" (each profiled block's head and length), "head_ms" and
+"block_ms" (their medians), "step_ms" (the run's median step,
+`runner.run`'s, profiled blocks included)}.
+"""
+
+import json
+import statistics
+import tempfile
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
+
+from absl import app
+from absl import flags
+import keras
+import tensorflow as tf
+
+from tf_preempt.bench import step_profile
+from tf_preempt.training import config as config_lib
+from tf_preempt.training import runner
+
+# The loss op of the binaries' loss (SparseCategoricalCrossentropy on
+# logits or probabilities: Keras computes both through it).
+LOSS_OP_TYPE = "SparseSoftmaxCrossEntropyWithLogits"
+# The Python thread's event of an eager call of a function (the block).
+_CALL_EVENT = "EagerKernelExecute"
+
+
+def define_flags() -> None:
+  """The worker's flags."""
+  flags.DEFINE_string("model", "transformer_tiny", "Model of the registry.")
+  flags.DEFINE_integer("batch_size", 32, "The batch of one worker.")
+  flags.DEFINE_integer("unroll", 1, "Steps per block (K).")
+  flags.DEFINE_integer("blocks", 8, "Blocks profiled.")
+  flags.DEFINE_integer("warmup_blocks", 6, "Blocks run before profiling.")
+
+
+def _events(plane, line) -> Iterator[Tuple[str, int, int]]:
+  """(name, start ns, end ns) of each event of `line`."""
+  for event in line.events:
+    start = line.timestamp_ns + event.offset_ps // 1000
+    yield (plane.event_metadata[event.metadata_id].name, start,
+           start + event.duration_ps // 1000)
+
+
+def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
+  """(head seconds, block seconds) of each train-function call profiled.
+
+  Args:
+    space: a profile (`step_profile.read_profile`).
+    unroll: the steps of each call.
+
+  Returns:
+    Per call that ran a loss op, in order: from its start to the end of
+    its first loss op (`LOSS_OP_TYPE`, outside "gradient_tape/"), and its
+    length.
+
+  Raises:
+    ValueError: if the profile has no host CPU plane or no eager call, or
+      a call ran other than `unroll` loss ops (not a block of this
+      many steps, or events missing).
+  """
+  planes = [p for p in space.planes if p.name == "/host:CPU"]
+  if not planes:
+    raise ValueError("the profile has no /host:CPU plane")
+  plane = planes[0]
+  calls, loss_ends = [], []
+  for line in plane.lines:
+    if not line.name.startswith("tf_"):
+      # The Python thread's line, named after the program.
+      calls += [(s, e) for n, s, e in _events(plane, line)
+                if n == _CALL_EVENT]
+    else:
+      loss_ends += [e for n, s, e in _events(plane, line)
+                    if n.endswith(":" + LOSS_OP_TYPE)
+                    and not n.startswith("gradient_tape/")]
+  if not calls:
+    raise ValueError(f"the profile has no eager call ({_CALL_EVENT})")
+  out = []
+  for start, end in sorted(calls):
+    ends = [e for e in loss_ends if start <= e <= end]
+    if not ends:
+      continue  # another call (no training step in it)
+    if len(ends) != unroll:
+      raise ValueError(f"a call ran {len(ends)} loss ops, not {unroll}: "
+                       f"not a block of {unroll} steps")
+    out.append(((min(ends) - start) * 1e-9, (end - start) * 1e-9))
+  return out
+
+
+class _ProfileBlocks(keras.callbacks.Callback):
+  """Profiles blocks [first, first + count) into `log_dir`."""
+
+  def __init__(self, first: int, count: int, log_dir: str):
+    super().__init__()
+    self.first, self.count, self.log_dir = first, count, log_dir
+    self.blocks = 0
+
+  def on_train_batch_begin(self, batch, logs=None):
+    if self.blocks == self.first:
+      tf.profiler.experimental.start(self.log_dir)
+
+  def on_train_batch_end(self, batch, logs=None):
+    self.blocks += 1
+    if self.blocks == self.first + self.count:
+      tf.profiler.experimental.stop()
+
+
+def measure(model: str, batch_size: int, unroll: int, blocks: int,
+            warmup_blocks: int) -> Dict[str, Any]:
+  """The heads of `blocks` profiled blocks (the module doc's JSON line).
+
+  Args:
+    model: a model of `tf_preempt.models.registry`.
+    batch_size: the batch of one worker.
+    unroll: steps per block (K).
+    blocks: blocks profiled.
+    warmup_blocks: blocks run before (tracing, allocations).
+
+  Returns:
+    The record.
+
+  Raises:
+    ValueError: if `blocks` < 1 or `warmup_blocks` < 1 (the first block
+      traces the function), or the profile holds no block.
+  """
+  if blocks < 1 or warmup_blocks < 1:
+    raise ValueError(f"blocks={blocks} and warmup_blocks={warmup_blocks} "
+                     "must be at least 1")
+  config = config_lib.TrainConfig(
+      model=model, batch_size=batch_size, strategy="one_device",
+      unroll=unroll, steps=unroll * (warmup_blocks + blocks + 1),
+      warmup_blocks=warmup_blocks)
+  with tempfile.TemporaryDirectory() as log_dir:
+    stats = runner.run(config, callbacks=[
+        _ProfileBlocks(warmup_blocks, blocks, log_dir)])
+    pairs = block_heads(step_profile.read_profile(log_dir), unroll)
+  if not pairs:
+    raise ValueError("the profile holds no block of the train function")
+  heads = [h * 1e3 for h, _ in pairs]
+  lengths = [b * 1e3 for _, b in pairs]
+  return {"model": model, "per_worker_batch": batch_size, "unroll": unroll,
+          "heads_ms": heads, "blocks_ms": lengths,
+          "head_ms": statistics.median(heads),
+          "block_ms": statistics.median(lengths),
+          "step_ms": stats["median_step_s"] * 1e3}
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}")
+  f = flags.FLAGS
+  record = measure(f.model, f.batch_size, f.unroll, f.blocks,
+                   f.warmup_blocks)
+  print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
