@@ -345,12 +345,12 @@ def test_early_share_from_the_newest_probe_that_has_the_model(tmp_path):
   assert share == 0.0 and source.startswith("none")
 
 
-def _block_head(parent, name, machine, models):
+def _block_head(parent, name, machine, models, repeats=5):
   os.makedirs(parent / name)
   with open(parent / name / "block_head.json", "w") as f:
     json.dump({"machine": machine,
                "models": {m: {"per_worker_batch": 32, "delay_share": share,
-                              "shares": [share] * 5}
+                              "shares": [share] * repeats}
                           for m, share in models.items()}}, f)
 
 
@@ -372,6 +372,20 @@ def test_early_share_from_the_block_head_of_the_directory_s_machine(
   assert share == 0.3
   assert source.startswith("the block head: 2026-12-07-block-head/")
   assert "median of 5 repeats at a batch of 32" in source
+  # Of this machine's, the most repeats first, then the newest name.
+  _block_head(tmp_path, "2026-12-07-block-head-few", this,
+              {"transformer_tiny": 0.1}, repeats=3)
+  assert probe_inputs.early_share(str(results), "transformer_tiny",
+                                  machine)[0] == 0.3
+  _block_head(tmp_path, "2026-12-07-block-head-b", this,
+              {"transformer_tiny": 0.2})
+  assert probe_inputs.early_share(str(results), "transformer_tiny",
+                                  machine)[0] == 0.2
+  _block_head(tmp_path, "2026-12-06-block-head-many", this,
+              {"transformer_tiny": 0.25}, repeats=15)
+  share, source = probe_inputs.early_share(str(results), "transformer_tiny",
+                                           machine)
+  assert share == 0.25 and "median of 15 repeats" in source
   # No block head of this machine has vgg_small; none of another machine
   # is taken, nor any without a machine to match.
   for model, machine_of, expected in (

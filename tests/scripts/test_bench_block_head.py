@@ -1,7 +1,13 @@
 """Tests of scripts/bench_block_head.py (its worker: tests/bench)."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
+from tf_preempt.bench import probe_inputs
+from tf_preempt.bench import results_files
 from tf_preempt.testing import scripts
 
 bench = scripts.load_script("bench_block_head")
@@ -36,3 +42,29 @@ def test_summarize_refuses_an_incomplete_repeat_or_two_batches():
   with pytest.raises(ValueError, match="one per model"):
     bench.summarize([_record("m", 0, 1, 8.0, 16.0),
                      _record("m", 0, 2, 12.0, 30.0, batch=4)])
+
+
+@pytest.mark.slow
+def test_tiny_real_run_is_the_early_share_of_its_machine(tmp_path):
+  out = tmp_path / "2026-12-07-block-head"
+  result = subprocess.run(
+      [sys.executable, scripts.script_path("bench_block_head"),
+       "--models=transformer_tiny", "--batch_sizes=4", "--repeats=1",
+       "--blocks=2", "--timeout_s=200", f"--out={out}"], cwd=scripts.REPO,
+      capture_output=True, text=True, timeout=500)
+  assert result.returncode == 0, result.stderr[-3000:]
+  with open(out / "block_head.json") as f:
+    probe = json.load(f)
+  assert [(r["unroll"], len(r["heads_ms"])) for r in probe["runs"]] == [
+      (1, 2), (2, 2)]
+  tiny = probe["models"]["transformer_tiny"]
+  (run1, run2) = probe["runs"]
+  assert tiny["delays_ms"] == [run2["head_ms"] - run1["head_ms"]]
+  # A directory of this machine beside it takes the probe's share.
+  results = tmp_path / "2026-12-08-transformer_tiny"
+  results.mkdir()
+  share, source = probe_inputs.early_share(
+      str(results), "transformer_tiny",
+      results_files.machine_identity(probe["machine"]))
+  assert share == tiny["delay_share"]
+  assert source.startswith("the block head: 2026-12-07-block-head/")
