@@ -20,8 +20,6 @@ machine, and the step profile's early share
 nothing here is asserted.
 """
 
-import json
-import os
 import statistics
 import sys
 from typing import Any, Dict, List, Sequence
@@ -34,11 +32,7 @@ from tf_preempt.bench import runner
 
 
 def define_flags() -> None:
-  flags.DEFINE_list("models", ["transformer_tiny", "vgg_small", "resnet20"],
-                    "Models of the registry.")
-  flags.DEFINE_list("batch_sizes", ["32", "5", "12"],
-                    "Each model's batch of one worker (the benchmarks' "
-                    "global batch over 2 workers), in --models' order.")
+  runner.define_model_batch_flags()
   flags.DEFINE_integer("repeats", 5, "Pairs of runs (K = 1, K = 2) per "
                        "model.")
   flags.DEFINE_integer("blocks", 8, "Blocks profiled per run.")
@@ -90,17 +84,15 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
-  if len(f.batch_sizes) != len(f.models):
-    raise app.UsageError(f"--batch_sizes has {len(f.batch_sizes)} values "
-                         f"for {len(f.models)} --models")
+  pairs = runner.flagged_model_batches()
   records: List[Dict[str, Any]] = []
   for repeat in range(f.repeats):
     # Alternating order: a drift of the machine's speed falls on both K.
     unrolls = (1, 2) if repeat % 2 == 0 else (2, 1)
-    for model, batch in zip(f.models, f.batch_sizes):
+    for model, batch in pairs:
       for unroll in unrolls:
         command = [sys.executable, "-m", "tf_preempt.bench.block_head",
-                   f"--model={model}", f"--batch_size={int(batch)}",
+                   f"--model={model}", f"--batch_size={batch}",
                    f"--unroll={unroll}", f"--blocks={f.blocks}"]
         (record,) = launch.launch_for_stats(
             command, 1, timeout_s=f.timeout_s, **launch.MEASUREMENT_WORKER)
@@ -116,11 +108,7 @@ def main(argv: Sequence[str]) -> None:
           f"{s['delay_share']:.3f} of a K = 1 block, over "
           f"{len(s['shares'])} repeats")
   if f.out:
-    os.makedirs(f.out, exist_ok=True)
-    path = os.path.join(f.out, "block_head.json")
-    with open(path, "w") as out:
-      json.dump({"machine": runner.machine(), "models": summary,
-                 "runs": records}, out, indent=1)
+    path = runner.write_probe(f.out, "block_head.json", summary, records)
     print(f"wrote {path}")
 
 

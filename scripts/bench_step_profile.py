@@ -18,8 +18,6 @@ that work for every step at the block's start). Prints the shares;
 nothing here is asserted.
 """
 
-import json
-import os
 import statistics
 import sys
 from typing import Any, Dict, List, Sequence
@@ -32,11 +30,7 @@ from tf_preempt.bench import runner
 
 
 def define_flags() -> None:
-  flags.DEFINE_list("models", ["transformer_tiny", "vgg_small", "resnet20"],
-                    "Models of the registry.")
-  flags.DEFINE_list("batch_sizes", ["32", "5", "12"],
-                    "Each model's batch of one worker (the benchmarks' "
-                    "global batch over 2 workers), in --models' order.")
+  runner.define_model_batch_flags()
   flags.DEFINE_integer("repeats", 3, "Runs per model.")
   flags.DEFINE_integer("steps", 20, "Steps timed, and as many profiled, "
                        "per run.")
@@ -75,14 +69,12 @@ def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
-  if len(f.batch_sizes) != len(f.models):
-    raise app.UsageError(f"--batch_sizes has {len(f.batch_sizes)} values "
-                         f"for {len(f.models)} --models")
+  pairs = runner.flagged_model_batches()
   records = []
   for _ in range(f.repeats):
-    for model, batch in zip(f.models, f.batch_sizes):
+    for model, batch in pairs:
       command = [sys.executable, "-m", "tf_preempt.bench.step_profile",
-                 f"--model={model}", f"--batch_size={int(batch)}",
+                 f"--model={model}", f"--batch_size={batch}",
                  f"--steps={f.steps}"]
       (record,) = launch.launch_for_stats(
           command, 1, timeout_s=f.timeout_s,
@@ -97,11 +89,7 @@ def main(argv: Sequence[str]) -> None:
     print(f"{model}: median early share {s['early_share']:.3f} of "
           f"{len(s['shares'])} runs")
   if f.out:
-    os.makedirs(f.out, exist_ok=True)
-    path = os.path.join(f.out, "step_profile.json")
-    with open(path, "w") as out:
-      json.dump({"machine": runner.machine(), "models": summary,
-                 "runs": records}, out, indent=1)
+    path = runner.write_probe(f.out, "step_profile.json", summary, records)
     print(f"wrote {path}")
 
 

@@ -253,3 +253,23 @@ def test_extra_repeats_need_two_repeats_at_least(tmp_path):
                  schedulers=["tf_default"], repeats=repeats,
                  max_repeats=max_repeats, out_dir=str(tmp_path), unroll=1,
                  batch_size=2, command="bench", train_script="train.py")
+
+
+def test_model_batches_pairs_the_two_flags_and_refuses_a_mismatch():
+  assert runner.model_batches(["a", "b"], ["32", "5"]) == [("a", 32),
+                                                           ("b", 5)]
+  with pytest.raises(ValueError, match="2 values for 1 --models"):
+    runner.model_batches(["a"], ["32", "5"])
+  for bad in ("x", "0", "-3"):
+    with pytest.raises(ValueError, match="no positive integer"):
+      runner.model_batches(["a"], [bad])
+
+
+def test_a_probe_is_written_with_its_machine(tmp_path):
+  path = runner.write_probe(str(tmp_path / "new"), "probe.json",
+                            {"m": {"share": 0.1}}, [{"model": "m"}])
+  assert path == str(tmp_path / "new" / "probe.json")
+  with open(path) as f:
+    probe = json.load(f)
+  assert probe == {"machine": runner.machine(), "models": {"m": {
+      "share": 0.1}}, "runs": [{"model": "m"}]}

@@ -435,6 +435,75 @@ def define_repeat_flags(default_repeats: int, each: str, settled: str
                      "See --max_repeats (a fraction of the fastest run).")
 
 
+def define_model_batch_flags() -> None:
+  """Defines a per-model probe's --models and --batch_sizes (the
+  benchmarks' three models at their batch per worker)."""
+  # pylint: disable=g-import-not-at-top
+  from absl import flags
+  # pylint: enable=g-import-not-at-top
+  flags.DEFINE_list("models", ["transformer_tiny", "vgg_small", "resnet20"],
+                    "Models of the registry.")
+  flags.DEFINE_list("batch_sizes", ["32", "5", "12"],
+                    "Each model's batch of one worker (the benchmarks' "
+                    "global batch over 2 workers), in --models' order.")
+
+
+def model_batches(models: Sequence[str], batch_sizes: Sequence[str]
+                  ) -> List[Tuple[str, int]]:
+  """(model, batch) pairs of --models and --batch_sizes.
+
+  Raises:
+    ValueError: if the two lists differ in length or a batch is no
+      positive integer.
+  """
+  if len(batch_sizes) != len(models):
+    raise ValueError(f"--batch_sizes has {len(batch_sizes)} values for "
+                     f"{len(models)} --models")
+  pairs = []
+  for model, batch in zip(models, batch_sizes):
+    if not str(batch).isdigit() or int(batch) < 1:
+      raise ValueError(f"--batch_sizes: {batch!r} is no positive integer")
+    pairs.append((model, int(batch)))
+  return pairs
+
+
+def flagged_model_batches() -> List[Tuple[str, int]]:
+  """`model_batches` of the parsed --models and --batch_sizes.
+
+  Raises:
+    absl.app.UsageError: if they do not fit together.
+  """
+  # pylint: disable=g-import-not-at-top
+  from absl import app
+  from absl import flags
+  # pylint: enable=g-import-not-at-top
+  try:
+    return model_batches(flags.FLAGS.models, flags.FLAGS.batch_sizes)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+
+
+def write_probe(out_dir: str, filename: str, models: Dict[str, Any],
+                runs: Sequence[Dict[str, Any]]) -> str:
+  """Writes a probe's `out_dir/filename`: {"machine", "models", "runs"}.
+
+  Args:
+    out_dir: the directory (made if missing).
+    filename: the JSON file's name.
+    models: the per-model summary.
+    runs: every run's record.
+
+  Returns:
+    The path written.
+  """
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, filename)
+  with open(path, "w") as out:
+    json.dump({"machine": machine(), "models": models, "runs": list(runs)},
+              out, indent=1)
+  return path
+
+
 def resolved_max_repeats(repeats: int, max_repeats: Optional[int]) -> int:
   """The most repeats to run, checked before any run.
 
