@@ -7,17 +7,25 @@ Runs `tf_preempt.bench.block_head` (the compute alone of scripts/bench.py,
 profiled) at K = 1 and K = 2 per model and repeat, one process at a time,
 pinned to one core with the benchmark workers' threading
 (`tf_preempt.launch.MEASUREMENT_WORKER`), the two K's in alternating order.
-Per repeat the delay is the K = 2 block's median head (from its start to
-its first step's loss) less the K = 1 block's, and its share is that over
-the K = 1 block's median length: how much of a step's time the later
-step's work takes at the block's start, before the first step's forward
-pass is done (`ExecutionModel.early_compute`). `DIR/block_head.json` keeps
+A block's head runs from its start to its first step's loss. Per repeat
+the share is the K = 2 run's median head over half its block less the
+K = 1 run's median head over its block: how much of a step's time the
+later step's work takes at the block's start, before the first step's
+forward pass is done (`ExecutionModel.early_compute`). Each run's heads
+are taken over its own blocks because the two runs are two processes a
+minute apart on a shared machine whose speed drifts between them: the
+heads in milliseconds (the "delays_ms" kept beside) spread three times
+as widely over the repeats. `DIR/block_head.json` keeps
 every run, the machine, and per model the median delay share.
-`scripts/validate_sim.py` takes it from the newest `*block-head*`
-directory beside the results that was measured on the directory's
-machine, and the step profile's early share
-(`scripts/bench_step_profile.py`) where none was. Prints the delays;
-nothing here is asserted.
+`scripts/validate_sim.py` takes it from the `*block-head*` directory
+beside the results measured on the directory's machine at its batch per
+worker (the most repeats of the model, then the newest), and the step
+profile's early share
+(`scripts/bench_step_profile.py`) where none was. The K = 1 run is stock
+Keras's train function and the K = 2 run the unrolled one, as in the
+benchmark's rows, so the delay holds whatever makes the unrolled
+function's first step later, not only the later step's early work.
+Prints the delays; nothing here is asserted.
 """
 
 import statistics
@@ -40,6 +48,12 @@ def define_flags() -> None:
   flags.DEFINE_string("out", None, "Directory for block_head.json.")
 
 
+def head_fraction(record: Dict[str, Any]) -> float:
+  """The median over a `block_head` record's blocks of head over block."""
+  return statistics.median(h / b for h, b in zip(record["heads_ms"],
+                                                 record["blocks_ms"]))
+
+
 def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
   """Per model, the median delay share of its repeats.
 
@@ -48,8 +62,10 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
       per model and repeat one at K = 1 and one at K = 2.
 
   Returns:
-    {model: {"per_worker_batch", "delay_share" (median), "shares" and
-    "delays_ms" (per repeat, in order)}}.
+    {model: {"per_worker_batch", "delay_share" (the median of "shares"),
+    "shares" (per repeat, in order: 2 `head_fraction` of the K = 2 run
+    less that of the K = 1 run), "delays_ms" (per repeat: the K = 2 run's
+    median head less the K = 1 run's, in ms)}}.
 
   Raises:
     ValueError: if a model was measured at two batch sizes, or a repeat
@@ -71,9 +87,8 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
       if set(runs) != {1, 2}:
         raise ValueError(f"{model}, repeat {repeat}: runs at K = "
                          f"{sorted(runs)}, not 1 and 2")
-      delay = runs[2]["head_ms"] - runs[1]["head_ms"]
-      delays.append(delay)
-      shares.append(delay / runs[1]["block_ms"])
+      delays.append(runs[2]["head_ms"] - runs[1]["head_ms"])
+      shares.append(2 * head_fraction(runs[2]) - head_fraction(runs[1]))
     out[model] = {"per_worker_batch": batches[model].pop(),
                   "delay_share": statistics.median(shares),
                   "shares": shares, "delays_ms": delays}

@@ -63,8 +63,9 @@ the row being predicted:
   - early_compute: the share of a step by which a K = 2 block's first
     step reaches its loss later than a K = 1 block's, in the compute
     alone, measured by scripts/bench_block_head.py on the directory's
-    machine (the newest `probe_inputs.BLOCK_HEAD_GLOB` beside it of that
-    machine that has its model); without one, the share of a training
+    machine (of the `probe_inputs.BLOCK_HEAD_GLOB` beside it of that
+    machine and its batch per worker that have its model, the one of the
+    most repeats, then the newest); without one, the share of a training
     step's compute that reads no weight (dropout's random masks),
     measured by scripts/bench_step_profile.py (the newest
     `probe_inputs.STEP_PROFILE_GLOB` beside the directory that has its
@@ -1124,7 +1125,8 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
   # block's start
   # (a part of the heads, which the start-ups would hold otherwise).
   early_share, early_source = probe_inputs.early_share(
-      results_dir, setup["model"], setup["machine"])
+      results_dir, setup["model"], setup["machine"],
+      setup["global_batch_size"] // setup["workers"])
   if early_source.startswith("none"):
     missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
                    "the share of a step's compute that reads no weight "

@@ -3,6 +3,8 @@
 import json
 import os
 
+from absl import app
+from absl import flags
 import pytest
 
 from tf_preempt.bench import runner
@@ -273,3 +275,15 @@ def test_a_probe_is_written_with_its_machine(tmp_path):
     probe = json.load(f)
   assert probe == {"machine": runner.machine(), "models": {"m": {
       "share": 0.1}}, "runs": [{"model": "m"}]}
+
+
+def test_flagged_model_batches_is_a_usage_error(monkeypatch):
+  values = flags.FlagValues()
+  flags.DEFINE_list("models", ["a", "b"], "", flag_values=values)
+  flags.DEFINE_list("batch_sizes", ["4"], "", flag_values=values)
+  values(["prog"])
+  monkeypatch.setattr(flags, "FLAGS", values)
+  with pytest.raises(app.UsageError, match="1 values for 2 --models"):
+    runner.flagged_model_batches()
+  values.batch_sizes = ["4", "8"]
+  assert runner.flagged_model_batches() == [("a", 4), ("b", 8)]

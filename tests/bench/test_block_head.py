@@ -47,6 +47,19 @@ def test_a_head_ends_with_the_block_s_first_loss():
       pytest.approx((0.012, 0.040)), pytest.approx((0.015, 0.040))]
 
 
+def test_only_the_program_s_calls_and_the_executor_s_ops_count():
+  space = _space(calls=[(0, 40), (5, 30)],  # the second nested
+                 ops=[(_LOSS, 8, 12), ("EagerKernelExecute", 50, 90),
+                      (_LOSS, 60, 62)])  # in no call of the program
+  program = space.planes[0].lines[0]
+  # A loss op's name on the program's thread is no op that ran.
+  meta_id = len(space.planes[0].event_metadata) + 1
+  space.planes[0].event_metadata[meta_id].name = _LOSS
+  program.events.add(metadata_id=meta_id, offset_ps=int(1 * _MS),
+                     duration_ps=int(1 * _MS))
+  assert block_head.block_heads(space, 1) == [pytest.approx((0.012, 0.04))]
+
+
 def test_a_call_of_another_number_of_steps_is_refused():
   space = _space(calls=[(0, 40)], ops=[(_LOSS, 8, 12), (_GRAD, 12, 30)])
   assert block_head.block_heads(space, 1) == [pytest.approx((0.012, 0.04))]

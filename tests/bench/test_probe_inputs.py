@@ -372,6 +372,12 @@ def test_early_share_from_the_block_head_of_the_directory_s_machine(
   assert share == 0.3
   assert source.startswith("the block head: 2026-12-07-block-head/")
   assert "median of 5 repeats at a batch of 32" in source
+  assert probe_inputs.early_share(str(results), "transformer_tiny",
+                                  machine, per_worker_batch=32)[0] == 0.3
+  # A probe at another batch per worker is not the directory's.
+  share, source = probe_inputs.early_share(
+      str(results), "transformer_tiny", machine, per_worker_batch=16)
+  assert share == 0.12 and "no *block-head*" in source
   # Of this machine's, the most repeats first, then the newest name.
   _block_head(tmp_path, "2026-12-07-block-head-few", this,
               {"transformer_tiny": 0.1}, repeats=3)

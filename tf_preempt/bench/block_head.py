@@ -77,7 +77,7 @@ def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
   Returns:
     Per call that ran a loss op, in order: from its start to the end of
     its first loss op (`LOSS_OP_TYPE`, outside "gradient_tape/"), and its
-    length.
+    length. A call that starts inside the one before is that one's.
 
   Raises:
     ValueError: if the profile has no host CPU plane or no eager call, or
@@ -100,8 +100,11 @@ def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
                     and not n.startswith("gradient_tape/")]
   if not calls:
     raise ValueError(f"the profile has no eager call ({_CALL_EVENT})")
-  out = []
+  out, last_end = [], None
   for start, end in sorted(calls):
+    if last_end is not None and start < last_end:
+      continue  # nested in the call before: its ops are that call's
+    last_end = end
     ends = [e for e in loss_ends if start <= e <= end]
     if not ends:
       continue  # another call (no training step in it)
@@ -120,13 +123,22 @@ class _ProfileBlocks(keras.callbacks.Callback):
     self.first, self.count, self.log_dir = first, count, log_dir
     self.blocks = 0
 
+    self.profiling = False
+
   def on_train_batch_begin(self, batch, logs=None):
     if self.blocks == self.first:
       tf.profiler.experimental.start(self.log_dir)
+      self.profiling = True
 
   def on_train_batch_end(self, batch, logs=None):
     self.blocks += 1
     if self.blocks == self.first + self.count:
+      self.stop()
+
+  def stop(self):
+    """Stops the profiler if this callback started it."""
+    if self.profiling:
+      self.profiling = False
       tf.profiler.experimental.stop()
 
 
@@ -156,8 +168,12 @@ def measure(model: str, batch_size: int, unroll: int, blocks: int,
       unroll=unroll, steps=unroll * (warmup_blocks + blocks + 1),
       warmup_blocks=warmup_blocks)
   with tempfile.TemporaryDirectory() as log_dir:
-    stats = runner.run(config, callbacks=[
-        _ProfileBlocks(warmup_blocks, blocks, log_dir)])
+    profiler = _ProfileBlocks(warmup_blocks, blocks, log_dir)
+    try:
+      stats = runner.run(config, callbacks=[profiler])
+    finally:
+      # A failed run must not leave the process's profiler running.
+      profiler.stop()
     pairs = block_heads(step_profile.read_profile(log_dir), unroll)
   if not pairs:
     raise ValueError("the profile holds no block of the train function")

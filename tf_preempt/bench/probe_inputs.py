@@ -526,26 +526,30 @@ def _step_profile(results_dir: str, model: str
 
 
 def early_share(results_dir: str, model: str,
-                machine: Optional[str] = None) -> Tuple[float, str]:
+                machine: Optional[str] = None,
+                per_worker_batch: Optional[int] = None
+                ) -> Tuple[float, str]:
   """(Share of a step that a block's later steps run at its start, where
   it came from).
 
   The block-head probe measures it: how much later a K = 2 block's first
-  step reaches its loss than a K = 1 block's, over a K = 1 block. It is
-  the machine's (how the executor orders two steps' ready ops on one
-  core), so only a probe run on the directory's machine is taken: of the
-  `BLOCK_HEAD_GLOB` beside `results_dir` that were run on `machine` and
-  have `model`, the one of the most repeats for it (its median is the
-  steadiest: the repeats spread widely), then the newest directory name.
-  Without one, the step profile's share
-  of a step's ops that read no weight (dropout's masks), a lower bound:
-  on 7 December's fc-v1300 transformer_tiny's K = 2 head was longer by
-  about 0.3 of a step, its weight-free ops 0.12 of a step.
+  step reaches its loss than a K = 1 block's (each over its own step).
+  That is the machine's (how the executor orders two steps' ready ops on
+  one core), so only a probe run on the directory's machine is taken: of
+  the `BLOCK_HEAD_GLOB` beside `results_dir` that were run on `machine`
+  at `per_worker_batch` and have `model`, the one of the most repeats for
+  it (the repeats spread widely), then the newest directory name. Without
+  one, the step profile's share of a step's ops that read no weight
+  (dropout's masks), which an unrolled block runs for its later steps at
+  its start.
 
   Args:
     results_dir: the directory being validated.
     model: its model's name.
-    machine: the directory's `results_files.machine_identity`, or None.
+    machine: the directory's `results_files.machine_identity`, or None
+      (then no block head is taken).
+    per_worker_batch: the directory's batch of one worker, or None (then
+      a block head of any batch is taken).
 
   Returns:
     The median delay share of `scripts/bench_block_head.py` for `model` on
@@ -553,14 +557,14 @@ def early_share(results_dir: str, model: str,
     measured for it (`_step_profile`), with a description; (0.0, why) if
     neither has it.
   """
-
   parent = os.path.dirname(os.path.abspath(results_dir))
   heads = []
   for path in glob.glob(os.path.join(parent, BLOCK_HEAD_GLOB)):
     probe = results_files.read_json(path) or {}
     measured = (probe.get("models") or {}).get(model)
     if (measured and machine is not None and
-        results_files.machine_identity(probe.get("machine")) == machine):
+        results_files.machine_identity(probe.get("machine")) == machine and
+        per_worker_batch in (None, measured["per_worker_batch"])):
       heads.append((len(measured["shares"]),
                     os.path.basename(os.path.dirname(path)), path, measured))
   if heads:

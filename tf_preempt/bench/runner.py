@@ -452,6 +452,13 @@ def model_batches(models: Sequence[str], batch_sizes: Sequence[str]
                   ) -> List[Tuple[str, int]]:
   """(model, batch) pairs of --models and --batch_sizes.
 
+  Args:
+    models: model names.
+    batch_sizes: each model's batch of one worker, as the flag's strings.
+
+  Returns:
+    [(model, batch)], in `models`' order.
+
   Raises:
     ValueError: if the two lists differ in length or a batch is no
       positive integer.
@@ -469,6 +476,9 @@ def model_batches(models: Sequence[str], batch_sizes: Sequence[str]
 
 def flagged_model_batches() -> List[Tuple[str, int]]:
   """`model_batches` of the parsed --models and --batch_sizes.
+
+  Returns:
+    [(model, batch)], in --models' order.
 
   Raises:
     absl.app.UsageError: if they do not fit together.
