@@ -13,9 +13,10 @@ K = 1 run's median head over its block: how much of a step's time the
 later step's work takes at the block's start, before the first step's
 forward pass is done (`ExecutionModel.early_compute`). Each run's heads
 are taken over its own blocks because the two runs are two processes a
-minute apart on a shared machine whose speed drifts between them: the
-heads in milliseconds (the "delays_ms" kept beside) spread three times
-as widely over the repeats. `DIR/block_head.json` keeps
+minute apart on a shared machine whose speed drifts between them: taken
+in milliseconds over the K = 1 block (the "delays_ms" kept beside), the
+15 repeats of `benchmarks/results/2026-12-07-block-head-transformer_tiny`
+spread 2.4 times as widely (4.5 times between their quartiles). `DIR/block_head.json` keeps
 every run, the machine, and per model the median delay share.
 `scripts/validate_sim.py` takes it from the `*block-head*` directory
 beside the results measured on the directory's machine at its batch per
@@ -120,7 +121,7 @@ def main(argv: Sequence[str]) -> None:
   for model, s in summary.items():
     print(f"{model}: K = 2's head longer by "
           f"{statistics.median(s['delays_ms']):.2f} ms, median share "
-          f"{s['delay_share']:.3f} of a K = 1 block, over "
+          f"{s['delay_share']:.3f} of a step, over "
           f"{len(s['shares'])} repeats")
   if f.out:
     path = runner.write_probe(f.out, "block_head.json", summary, records)

@@ -18,10 +18,12 @@ weight (dropout's random masks, the batches taken in the graph) is ready
 at the block's start, and the executor runs it then, before and between
 the first step's forward ops: a K = 2 block's head is longer than a K = 1
 block's by as much as that work holds the core
-(`ExecutionModel.early_compute`). `scripts/bench_block_head.py` takes the
-difference, in the workers' threading (run it pinned to one core with one
-intra-op and two inter-op threads, as `tf_preempt.launch.MEASUREMENT_WORKER`
-does).
+(`ExecutionModel.early_compute`), and by any other difference between
+stock Keras's K = 1 train function and the unrolled one (the benchmark's
+rows differ alike). `scripts/bench_block_head.py` takes the difference,
+each head over its own step, in the workers' threading (run it pinned to
+one core with one intra-op and two inter-op threads, as
+`tf_preempt.launch.MEASUREMENT_WORKER` does).
 
 Prints one JSON line: {"model", "per_worker_batch", "unroll", "heads_ms"
 and "blocks_ms" (each profiled block's head and length), "head_ms" and
@@ -122,7 +124,6 @@ class _ProfileBlocks(keras.callbacks.Callback):
     super().__init__()
     self.first, self.count, self.log_dir = first, count, log_dir
     self.blocks = 0
-
     self.profiling = False
 
   def on_train_batch_begin(self, batch, logs=None):
