@@ -94,6 +94,16 @@ def define_flags() -> None:
   flags.DEFINE_integer("seed", d.seed, "Seed of weights and synthetic data.")
   flags.DEFINE_integer("warmup_blocks", d.warmup_blocks,
                        "Blocks of --unroll steps left out of the median.")
+  flags.DEFINE_string("tf_profiler_dir", None,
+                      "Profile --tf_profiler_blocks blocks after the "
+                      "--warmup_blocks with TensorFlow's profiler into this "
+                      "directory (for TensorBoard), a subdirectory per "
+                      "worker. TensorFlow's profiler can crash a "
+                      "multi-worker process as it stops (about 1 run in 12 "
+                      "here): profile a separate run.")
+  flags.DEFINE_integer("tf_profiler_blocks", None,
+                       "Blocks --tf_profiler_dir profiles (default "
+                       f"{config_lib.DEFAULT_PROFILER_BLOCKS}).")
 
 
 def config_from_flags(flag_values=None) -> config_lib.TrainConfig:

@@ -60,14 +60,19 @@ the row being predicted:
   - link_burst: the link's token bucket (above);
   - credit: the row's --credit_collectives / --credit_bytes, else the
     runtime's default on CPUs (2 collectives in flight);
-  - early_compute: the share of a step by which a K = 2 block's first
-    step reaches its loss later than a K = 1 block's, in the compute
-    alone, measured by scripts/bench_block_head.py on the directory's
-    machine (of the `probe_inputs.BLOCK_HEAD_GLOB` beside it of that
-    machine and its batch per worker that have its model, the one of the
-    most repeats, then the newest); without one, the share of a training
-    step's compute that reads no weight (dropout's random masks),
-    measured by scripts/bench_step_profile.py (the newest
+  - early_compute: the share of a step that a K = 2 block's second step
+    does not wait for (`probe_inputs.early_share`): measured in
+    two-worker runs by scripts/bench_step_phases.py on the directory's
+    machine, at its batch per worker and in its heap mode (of the
+    `probe_inputs.STEP_PHASES_GLOB` beside it, the one of the most
+    repeats, then the newest), how much shorter the second step is from
+    its first layer's update to its loss than a K = 1 block's forward
+    pass; else the share by which a K = 2 block's first step reaches its
+    loss later than a K = 1 block's in the compute alone
+    (scripts/bench_block_head.py, `probe_inputs.BLOCK_HEAD_GLOB`, of the
+    same machine and batch); else the share of a training step's compute
+    that reads no weight (dropout's random masks), measured by
+    scripts/bench_step_profile.py (the newest
     `probe_inputs.STEP_PROFILE_GLOB` beside the directory that has its
     model); times the step's compute;
     in a block the later steps' runs at its start, and the heads the
@@ -1126,13 +1131,15 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
   # (a part of the heads, which the start-ups would hold otherwise).
   early_share, early_source = probe_inputs.early_share(
       results_dir, setup["model"], setup["machine"],
-      setup["global_batch_size"] // setup["workers"])
+      setup["global_batch_size"] // setup["workers"], setup.get("heap"))
   if early_source.startswith("none"):
     missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
                    "the share of a step's compute that reads no weight "
                    "(scripts/bench_step_profile.py), for this model; or "
+                   f"{probe_inputs.STEP_PHASES_GLOB} or "
                    f"{probe_inputs.BLOCK_HEAD_GLOB} of its machine "
-                   "(scripts/bench_block_head.py)")
+                   "(scripts/bench_step_phases.py, "
+                   "scripts/bench_block_head.py)")
   return _DirectoryInputs(
       results_dir=results_dir, results=results, setup=setup,
       bench_args=bench_args, plans_dir=plans_dir, base_dag=base_dag,

@@ -1,35 +1,9 @@
 """Tests of tf_preempt.bench.block_head: a block's head in a profile."""
 
 import pytest
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_preempt.bench import block_head
-
-_MS = 10**9  # picoseconds
-
-
-def _space(calls, ops, plane_name="/host:CPU"):
-  """A profile: `calls` [(start ms, end ms)] on the program's thread,
-  `ops` [(name, start ms, end ms)] on an executor thread."""
-  space = xplane_pb2.XSpace()
-  plane = space.planes.add(name=plane_name)
-
-  def add(line, name, start, end):
-    meta_id = len(plane.event_metadata) + 1
-    plane.event_metadata[meta_id].id = meta_id
-    plane.event_metadata[meta_id].name = name
-    line.events.add(metadata_id=meta_id, offset_ps=int(start * _MS),
-                    duration_ps=int((end - start) * _MS))
-
-  program = plane.lines.add(name="train.py", timestamp_ns=0)
-  for start, end in calls:
-    add(program, "EagerKernelExecute", start, end)
-    add(program, "TFE_Py_ExecuteCancelable", start, end)
-  executor = plane.lines.add(name="tf_Compute/1", timestamp_ns=0)
-  for name, start, end in ops:
-    add(executor, name, start, end)
-  return space
-
+from tf_preempt.testing.profiles import fake_profile as _space
 
 _LOSS = "compile_loss/sparse/SparseSoftmaxCrossEntropyWithLogits:" + (
     block_head.LOSS_OP_TYPE)
@@ -50,13 +24,10 @@ def test_a_head_ends_with_the_block_s_first_loss():
 def test_only_the_program_s_calls_and_the_executor_s_ops_count():
   space = _space(calls=[(0, 40), (5, 30)],  # the second nested
                  ops=[(_LOSS, 8, 12), ("EagerKernelExecute", 50, 90),
-                      (_LOSS, 60, 62)])  # in no call of the program
-  program = space.planes[0].lines[0]
-  # A loss op's name on the program's thread is no op that ran.
-  meta_id = len(space.planes[0].event_metadata) + 1
-  space.planes[0].event_metadata[meta_id].name = _LOSS
-  program.events.add(metadata_id=meta_id, offset_ps=int(1 * _MS),
-                     duration_ps=int(1 * _MS))
+                      (_LOSS, 60, 62)],  # in no call of the program
+                 # A loss op's name on the program's thread is no op that
+                 # ran.
+                 program_ops=[(_LOSS, 1, 2)])
   assert block_head.block_heads(space, 1) == [pytest.approx((0.012, 0.04))]
 
 

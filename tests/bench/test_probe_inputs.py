@@ -377,7 +377,7 @@ def test_early_share_from_the_block_head_of_the_directory_s_machine(
   # A probe at another batch per worker is not the directory's.
   share, source = probe_inputs.early_share(
       str(results), "transformer_tiny", machine, per_worker_batch=16)
-  assert share == 0.12 and "no *block-head*" in source
+  assert share == 0.12 and "*block-head*/block_head.json of this" in source
   # Of this machine's, the most repeats first, then the newest name.
   _block_head(tmp_path, "2026-12-07-block-head-few", this,
               {"transformer_tiny": 0.1}, repeats=3)
@@ -401,7 +401,49 @@ def test_early_share_from_the_block_head_of_the_directory_s_machine(
                                              machine_of)
     assert share == expected
     assert source.startswith("2026-12-06-step-profile/step_profile.json")
-    assert "the ops that read no weight; no *block-head*" in source
+    assert "the ops that read no weight; no *step-phases*" in source
+
+
+def _step_phases(parent, name, machine, models, repeats=5,
+                 heap="tensorflow"):
+  os.makedirs(parent / name)
+  with open(parent / name / "step_phases.json", "w") as f:
+    json.dump({"machine": machine,
+               "models": {m: {"per_worker_batch": 32, "heap": heap,
+                              "early_share": share,
+                              "shares": [share] * repeats}
+                          for m, share in models.items()}}, f)
+
+
+def test_early_share_from_the_step_phases_before_the_block_head(tmp_path):
+  results = tmp_path / "2026-12-08-transformer_tiny-2gbit"
+  os.makedirs(results)
+  this = bench_records.machine_line("fc-v1300")
+  machine = results_files.machine_identity(this)
+  _block_head(tmp_path, "2026-12-07-block-head", this,
+              {"transformer_tiny": 0.2, "vgg_small": 0.01}, repeats=15)
+  _step_phases(tmp_path, "2026-12-08-step-phases", this,
+               {"transformer_tiny": 0.3})
+  _step_phases(tmp_path, "2026-12-08-step-phases-keep", this,
+               {"transformer_tiny": 0.4}, repeats=9, heap="keep")
+  _step_phases(tmp_path, "2026-12-09-step-phases", bench_records.machine_line(
+      "fc-v1272"), {"transformer_tiny": 0.5}, repeats=9)
+  share, source = probe_inputs.early_share(
+      str(results), "transformer_tiny", machine, 32, heap="tensorflow")
+  assert share == 0.3
+  assert source.startswith("the step phases: 2026-12-08-step-phases/")
+  assert "median of 5 repeats of two-worker runs at a batch of 32" in source
+  # Of another heap mode, or another batch: the block head.
+  assert probe_inputs.early_share(str(results), "transformer_tiny", machine,
+                                  32, heap="keep")[0] == 0.4
+  for batch, heap in ((32, None), (16, "tensorflow")):
+    share, source = probe_inputs.early_share(
+        str(results), "transformer_tiny", machine, batch, heap)
+    assert (share, source[:15]) == ((0.2, "the block head:") if batch == 32
+                                    else (0.0, "none: no *step-"))
+  # A model the step phases lack: its block head.
+  assert probe_inputs.early_share(str(results), "vgg_small", machine, 32,
+                                  "tensorflow")[0] == 0.01
 
 
 def test_layer_shares_from_the_step_profile(tmp_path):

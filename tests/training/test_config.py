@@ -69,6 +69,8 @@ def test_defaults_are_valid():
     ("learning_rate", "fast"),
     ("seed", -1),
     ("warmup_blocks", -1),
+    ("tf_profiler_dir", ""),
+    ("tf_profiler_blocks", 0),
     ("devices", ()),
     ("devices", "/cpu:0"),
     ("devices", ("/cpu:0", "/cpu:0")),
@@ -85,6 +87,21 @@ def test_bad_value_names_the_flag(flag, value):
 def test_timeline_must_not_be_a_directory(tmp_path):
   with pytest.raises(ValueError, match="--timeline"):
     _check(timeline=str(tmp_path))
+
+
+def test_tf_profiler_dir_must_not_be_a_file(tmp_path):
+  path = tmp_path / "profile"
+  path.write_text("")
+  with pytest.raises(ValueError, match="--tf_profiler_dir must be a "
+                     "directory"):
+    _check(tf_profiler_dir=str(path))
+  _check(tf_profiler_dir=str(tmp_path / "new"), tf_profiler_blocks=2)
+
+
+def test_tf_profiler_blocks_needs_the_dir():
+  with pytest.raises(ValueError, match="--tf_profiler_blocks has no effect "
+                     "without --tf_profiler_dir"):
+    _check(tf_profiler_blocks=2)
 
 
 @pytest.mark.parametrize("kwargs,flag", [

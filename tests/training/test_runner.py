@@ -9,6 +9,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from tf_preempt.bench import block_head
+from tf_preempt.bench import step_profile
+from tf_preempt.bench import xspace
 from tf_preempt.keras import unroll_steps
 from tf_preempt.testing import collectives
 from tf_preempt.training import TrainConfig
@@ -75,6 +78,30 @@ def test_mirrored_unrolled_with_timeline(logical_cpus, tmp_path):
   assert len(blocks) == 3
   for block in blocks:
     assert "input_us" not in block["args"]
+
+
+def test_tf_profiler_profiles_the_blocks_after_the_warm_up(tmp_path):
+  stats = run(TrainConfig(
+      model="transformer_tiny", batch_size=4, steps=10, unroll=2,
+      warmup_blocks=2, tf_profiler_dir=str(tmp_path), tf_profiler_blocks=2))
+  _sane(stats, 10)
+  log_dir = str(tmp_path / "worker-0")
+  assert stats["tf_profiler"] == {"log_dir": log_dir, "first_block": 2,
+                                  "blocks": 2}
+  calls = xspace.train_calls(step_profile.read_profile(log_dir))
+  steps = [len(block_head.loss_ends(c)) for c in calls]
+  assert [n for n in steps if n] == [2, 2]  # two blocks of two steps
+
+
+def test_tf_profiler_stops_with_a_run_shorter_than_its_blocks(tmp_path):
+  stats = run(TrainConfig(model="vgg_small", batch_size=4, steps=3,
+                          warmup_blocks=1, tf_profiler_dir=str(tmp_path),
+                          tf_profiler_blocks=5))
+  assert stats["tf_profiler"]["blocks"] == 2
+  step_profile.read_profile(stats["tf_profiler"]["log_dir"])
+  # The process's profiler is free again: another run can profile.
+  tf.profiler.experimental.start(str(tmp_path / "again"))
+  tf.profiler.experimental.stop()
 
 
 def test_step_timer_records_batches_taken_eagerly(logical_cpus):

@@ -34,22 +34,20 @@ and "blocks_ms" (each profiled block's head and length), "head_ms" and
 import json
 import statistics
 import tempfile
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from absl import app
 from absl import flags
-import keras
-import tensorflow as tf
 
 from tf_preempt.bench import step_profile
+from tf_preempt.bench import xspace
 from tf_preempt.training import config as config_lib
+from tf_preempt.training import profiling
 from tf_preempt.training import runner
 
 # The loss op of the binaries' loss (SparseCategoricalCrossentropy on
 # logits or probabilities: Keras computes both through it).
 LOSS_OP_TYPE = "SparseSoftmaxCrossEntropyWithLogits"
-# The Python thread's event of an eager call of a function (the block).
-_CALL_EVENT = "EagerKernelExecute"
 
 
 def define_flags() -> None:
@@ -61,14 +59,6 @@ def define_flags() -> None:
   flags.DEFINE_integer("warmup_blocks", 6, "Blocks run before profiling.")
 
 
-def _events(plane, line) -> Iterator[Tuple[str, int, int]]:
-  """(name, start ns, end ns) of each event of `line`."""
-  for event in line.events:
-    start = line.timestamp_ns + event.offset_ps // 1000
-    yield (plane.event_metadata[event.metadata_id].name, start,
-           start + event.duration_ps // 1000)
-
-
 def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
   """(head seconds, block seconds) of each train-function call profiled.
 
@@ -78,7 +68,7 @@ def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
 
   Returns:
     Per call that ran a loss op, in order: from its start to the end of
-    its first loss op (`LOSS_OP_TYPE`, outside "gradient_tape/"), and its
+    its first loss op (`loss_ends`), and its
     length. A call that starts inside the one before is that one's.
 
   Raises:
@@ -86,61 +76,26 @@ def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
       a call ran other than `unroll` loss ops (not a block of this
       many steps, or events missing).
   """
-  planes = [p for p in space.planes if p.name == "/host:CPU"]
-  if not planes:
-    raise ValueError("the profile has no /host:CPU plane")
-  plane = planes[0]
-  calls, loss_ends = [], []
-  for line in plane.lines:
-    if not line.name.startswith("tf_"):
-      # The Python thread's line, named after the program.
-      calls += [(s, e) for n, s, e in _events(plane, line)
-                if n == _CALL_EVENT]
-    else:
-      loss_ends += [e for n, s, e in _events(plane, line)
-                    if n.endswith(":" + LOSS_OP_TYPE)
-                    and not n.startswith("gradient_tape/")]
-  if not calls:
-    raise ValueError(f"the profile has no eager call ({_CALL_EVENT})")
-  out, last_end = [], None
-  for start, end in sorted(calls):
-    if last_end is not None and start < last_end:
-      continue  # nested in the call before: its ops are that call's
-    last_end = end
-    ends = [e for e in loss_ends if start <= e <= end]
+  out = []
+  for call in xspace.train_calls(space):
+    ends = loss_ends(call)
     if not ends:
       continue  # another call (no training step in it)
     if len(ends) != unroll:
       raise ValueError(f"a call ran {len(ends)} loss ops, not {unroll}: "
                        f"not a block of {unroll} steps")
-    out.append(((min(ends) - start) * 1e-9, (end - start) * 1e-9))
+    out.append(((ends[0] - call.start_ns) * 1e-9,
+                (call.end_ns - call.start_ns) * 1e-9))
   return out
 
 
-class _ProfileBlocks(keras.callbacks.Callback):
-  """Profiles blocks [first, first + count) into `log_dir`."""
-
-  def __init__(self, first: int, count: int, log_dir: str):
-    super().__init__()
-    self.first, self.count, self.log_dir = first, count, log_dir
-    self.blocks = 0
-    self.profiling = False
-
-  def on_train_batch_begin(self, batch, logs=None):
-    if self.blocks == self.first:
-      tf.profiler.experimental.start(self.log_dir)
-      self.profiling = True
-
-  def on_train_batch_end(self, batch, logs=None):
-    self.blocks += 1
-    if self.blocks == self.first + self.count:
-      self.stop()
-
-  def stop(self):
-    """Stops the profiler if this callback started it."""
-    if self.profiling:
-      self.profiling = False
-      tf.profiler.experimental.stop()
+def loss_ends(call: xspace.Call) -> List[int]:
+  """The end (ns) of each step's loss op in `call`, in order: the
+  `LOSS_OP_TYPE` ops outside the gradient tape (stock Keras's K = 1
+  function names them under "StatefulPartitionedCall/")."""
+  return sorted(e for n, s, e in call.ops
+                if n.endswith(":" + LOSS_OP_TYPE)
+                and "gradient_tape/" not in n)
 
 
 def measure(model: str, batch_size: int, unroll: int, blocks: int,
@@ -169,7 +124,7 @@ def measure(model: str, batch_size: int, unroll: int, blocks: int,
       unroll=unroll, steps=unroll * (warmup_blocks + blocks + 1),
       warmup_blocks=warmup_blocks)
   with tempfile.TemporaryDirectory() as log_dir:
-    profiler = _ProfileBlocks(warmup_blocks, blocks, log_dir)
+    profiler = profiling.ProfileBlocks(warmup_blocks, blocks, log_dir)
     try:
       stats = runner.run(config, callbacks=[profiler])
     finally:

@@ -46,6 +46,9 @@ CONTENTION_GLOB = "*contention*/cpu_cost.json"
 STEP_PROFILE_GLOB = "*step-profile*/step_profile.json"
 # Where the block heads are looked up: scripts/bench_block_head.py --out.
 BLOCK_HEAD_GLOB = "*block-head*/block_head.json"
+# Where the steps' phases in two-worker runs are looked up first:
+# scripts/bench_step_phases.py --out.
+STEP_PHASES_GLOB = "*step-phases*/step_phases.json"
 # A training block's start lags its peer's by 1.5-3 ms in the traces; a
 # probe's longer sleep finds the peer's collective further on (and, in
 # heap mode "tensorflow", a slower one).
@@ -527,58 +530,93 @@ def _step_profile(results_dir: str, model: str
 
 def early_share(results_dir: str, model: str,
                 machine: Optional[str] = None,
-                per_worker_batch: Optional[int] = None
-                ) -> Tuple[float, str]:
+                per_worker_batch: Optional[int] = None,
+                heap: Optional[str] = None) -> Tuple[float, str]:
   """(Share of a step that a block's later steps run at its start, where
   it came from).
 
-  The block-head probe measures it: how much later a K = 2 block's first
-  step reaches its loss than a K = 1 block's (each over its own step).
-  That is the machine's (how the executor orders two steps' ready ops on
-  one core), so only a probe run on the directory's machine is taken: of
-  the `BLOCK_HEAD_GLOB` beside `results_dir` that were run on `machine`
-  at `per_worker_batch` and have `model`, the one of the most repeats for
-  it (the repeats spread widely), then the newest directory name. Without
-  one, the step profile's share of a step's ops that read no weight
-  (dropout's masks), which an unrolled block runs for its later steps at
-  its start.
+  How the executor orders two steps' ready ops on one core is the
+  machine's, so only probes run on the directory's machine (`machine`)
+  at its batch per worker are taken, in this order:
+
+  1. The step phases (`STEP_PHASES_GLOB`, scripts/bench_step_phases.py),
+     in the directory's heap mode: in two-worker runs like the
+     benchmark's, how much shorter the second step of a K = 2 block is,
+     from its first layer's update to its loss, than a K = 1 block's
+     forward pass, over the K = 1 step's compute.
+  2. The block head (`BLOCK_HEAD_GLOB`, scripts/bench_block_head.py): in
+     the compute alone (one process), how much later a K = 2 block's
+     first step reaches its loss than a K = 1 block's (each over its own
+     step).
+  3. The step profile's share of a step's ops that read no weight
+     (dropout's masks; `_step_profile`, of any machine).
+
+  Of several probes of one kind, the one of the most repeats for the
+  model (the repeats spread widely), then the newest directory name.
 
   Args:
     results_dir: the directory being validated.
     model: its model's name.
     machine: the directory's `results_files.machine_identity`, or None
-      (then no block head is taken).
+      (then only the step profile is taken).
     per_worker_batch: the directory's batch of one worker, or None (then
-      a block head of any batch is taken).
+      a probe of any batch is taken).
+    heap: the directory's heap mode (`results_files.heap_mode`); the step
+      phases of another mode are not taken.
 
   Returns:
-    The median delay share of `scripts/bench_block_head.py` for `model` on
-    `machine`, else the median early share `scripts/bench_step_profile.py`
-    measured for it (`_step_profile`), with a description; (0.0, why) if
-    neither has it.
+    The share and a description; (0.0, why) if no probe has it.
   """
   parent = os.path.dirname(os.path.abspath(results_dir))
-  heads = []
-  for path in glob.glob(os.path.join(parent, BLOCK_HEAD_GLOB)):
-    probe = results_files.read_json(path) or {}
-    measured = (probe.get("models") or {}).get(model)
-    if (measured and machine is not None and
-        results_files.machine_identity(probe.get("machine")) == machine and
-        per_worker_batch in (None, measured["per_worker_batch"])):
-      heads.append((len(measured["shares"]),
-                    os.path.basename(os.path.dirname(path)), path, measured))
-  if heads:
-    _, _, head, measured = max(heads)
+  phases = _machine_probe(parent, STEP_PHASES_GLOB, model, machine,
+                          per_worker_batch,
+                          lambda m: m.get("heap") == heap)
+  if phases is not None:
+    path, measured = phases
+    return float(measured["early_share"]), (
+        f"the step phases: {os.path.relpath(path, parent)}, median of "
+        f"{len(measured['shares'])} repeats of two-worker runs at a batch "
+        f"of {measured['per_worker_batch']} per worker, on this machine")
+  head = _machine_probe(parent, BLOCK_HEAD_GLOB, model, machine,
+                        per_worker_batch)
+  if head is not None:
+    path, measured = head
     return float(measured["delay_share"]), (
-        f"the block head: {os.path.relpath(head, parent)}, median of "
+        f"the block head: {os.path.relpath(path, parent)}, median of "
         f"{len(measured['shares'])} repeats at a batch of "
         f"{measured['per_worker_batch']} per worker, on this machine")
   measured, source = _step_profile(results_dir, model)
   if measured is None:
     return 0.0, source
   return float(measured["early_share"]), (
-      f"{source}: the ops that read no weight; no {BLOCK_HEAD_GLOB} of "
-      "this machine")
+      f"{source}: the ops that read no weight; no {STEP_PHASES_GLOB} or "
+      f"{BLOCK_HEAD_GLOB} of this machine")
+
+
+def _machine_probe(parent: str, pattern: str, model: str,
+                   machine: Optional[str], per_worker_batch: Optional[int],
+                   accept: Callable[[Dict[str, Any]], bool] = lambda m: True
+                   ) -> Optional[Tuple[str, Dict[str, Any]]]:
+  """(path, the model's summary) of the per-model probe file matching
+  `pattern` in `parent` that was run on `machine` at `per_worker_batch`
+  and whose summary `accept`s: of the most repeats ("shares"), then the
+  newest directory name; None if none (or `machine` is None)."""
+  if machine is None:
+    return None
+  found = []
+  for path in glob.glob(os.path.join(parent, pattern)):
+    probe = results_files.read_json(path) or {}
+    measured = (probe.get("models") or {}).get(model)
+    if (measured and
+        results_files.machine_identity(probe.get("machine")) == machine and
+        per_worker_batch in (None, measured["per_worker_batch"]) and
+        accept(measured)):
+      found.append((len(measured["shares"]),
+                    os.path.basename(os.path.dirname(path)), path, measured))
+  if not found:
+    return None
+  _, _, path, measured = max(found)
+  return path, measured
 
 
 def layer_shares(results_dir: str, model: str

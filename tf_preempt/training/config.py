@@ -39,6 +39,8 @@ DEFAULT_STEPS = 20
 # unless --steps_per_epoch says otherwise.
 SYNTHETIC_BATCHES = 16
 TFDS_PREFIX = "tfds:"
+# Blocks --tf_profiler_dir profiles unless --tf_profiler_blocks says.
+DEFAULT_PROFILER_BLOCKS = 4
 
 
 @dataclasses.dataclass
@@ -95,6 +97,15 @@ class TrainConfig:
     seed: seed of the weights and of the synthetic data.
     warmup_blocks: timed blocks (of `unroll` steps) left out of the median;
       the first one also traces the function.
+    tf_profiler_dir: TensorFlow's profiler runs over the first
+      `tf_profiler_blocks` blocks after the `warmup_blocks` and writes its
+      profile (TensorBoard's profile plugin reads it) under this
+      directory, in a subdirectory per worker ("worker-N"); None: off.
+      TensorFlow's profiler can crash a multi-worker process as it stops
+      (`tf_preempt.training.profiling.ProfileBlocks`): profile a separate
+      run.
+    tf_profiler_blocks: blocks profiled (None: DEFAULT_PROFILER_BLOCKS);
+      needs `tf_profiler_dir`.
   """
   model: str = "resnet20"
   batch_size: int = 32
@@ -126,6 +137,8 @@ class TrainConfig:
   learning_rate: float = 0.01
   seed: int = 0
   warmup_blocks: int = 2
+  tf_profiler_dir: Optional[str] = None
+  tf_profiler_blocks: Optional[int] = None
 
   @classmethod
   def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
@@ -234,7 +247,7 @@ class TrainConfig:
       if not os.path.isfile(self.plan):
         raise ValueError(f"--plan file {self.plan!r} does not exist")
     _optional_int("profile_steps", self.profile_steps, minimum=0)
-    for name in ("timeline", "model_dir"):
+    for name in ("timeline", "model_dir", "tf_profiler_dir"):
       value = getattr(self, name)
       if value is not None and (not isinstance(value, str) or not value):
         raise ValueError(f"--{name} must be a path, got {value!r}")
@@ -257,6 +270,11 @@ class TrainConfig:
     _positive_number("learning_rate", self.learning_rate)
     _optional_int("seed", self.seed, minimum=0)
     _optional_int("warmup_blocks", self.warmup_blocks, minimum=0)
+    if self.tf_profiler_dir is not None and os.path.isfile(
+        self.tf_profiler_dir):
+      raise ValueError(f"--tf_profiler_dir must be a directory, not the "
+                       f"file {self.tf_profiler_dir!r}")
+    _optional_positive_int("tf_profiler_blocks", self.tf_profiler_blocks)
 
   def _check_combinations(self) -> None:
     if self.steps is not None and self.epochs is not None:
@@ -339,6 +357,9 @@ class TrainConfig:
         self.profile_steps >= self.steps):
       raise ValueError(f"--profile_steps={self.profile_steps} must be fewer "
                        f"than --steps={self.steps}")
+    if self.tf_profiler_blocks is not None and self.tf_profiler_dir is None:
+      raise ValueError("--tf_profiler_blocks has no effect without "
+                       "--tf_profiler_dir")
     if self.profile_steps and self.profile_steps % self.unroll:
       raise ValueError(f"--profile_steps={self.profile_steps} must be a "
                        f"multiple of --unroll={self.unroll}")

@@ -25,6 +25,7 @@ from tf_preempt import heap
 from tf_preempt.telemetry import chrome_trace
 from tf_preempt.training import config as config_lib
 from tf_preempt.training import data
+from tf_preempt.training import profiling
 
 # Set on the stats when --profile_steps is given but this installation has no
 # profile-and-re-plan callback.
@@ -382,12 +383,25 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
     replanner = _replan_callback(config)
     if replanner is not None:
       all_callbacks.append(replanner)
+  profiler = None
+  if config.tf_profiler_dir is not None:
+    profiler = profiling.ProfileBlocks(
+        config.warmup_blocks,
+        config.tf_profiler_blocks or config_lib.DEFAULT_PROFILER_BLOCKS,
+        os.path.join(config.tf_profiler_dir, f"worker-{worker_index}"))
+    all_callbacks.append(profiler)
   all_callbacks += list(callbacks)
 
   start = time.perf_counter()
-  history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
-                      callbacks=all_callbacks, verbose=verbose,
-                      shuffle=False)  # The dataset shuffles (tfds) itself.
+  try:
+    history = model.fit(dataset, epochs=epochs,
+                        steps_per_epoch=steps_per_epoch,
+                        callbacks=all_callbacks, verbose=verbose,
+                        shuffle=False)  # The dataset shuffles (tfds) itself.
+  finally:
+    if profiler is not None:
+      # A failed run must not leave the process's profiler running.
+      profiler.stop()
   elapsed = time.perf_counter() - start
 
   blocks = timed_blocks(timer.block_s, config.warmup_blocks)
@@ -457,6 +471,10 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
       }
   if model_dir is not None:
     stats["model_dir"] = model_dir
+  if profiler is not None:
+    stats["tf_profiler"] = {"log_dir": profiler.log_dir,
+                            "first_block": profiler.first,
+                            "blocks": profiler.profiled}
   if config.timeline is not None:
     path = timeline_path(config.timeline, workers, worker_index)
     stats["timeline"] = path
