@@ -96,11 +96,10 @@ def define_flags() -> None:
                        "Blocks of --unroll steps left out of the median.")
   flags.DEFINE_string("tf_profiler_dir", None,
                       "Profile --tf_profiler_blocks blocks after the "
-                      "--warmup_blocks with TensorFlow's profiler into this "
-                      "directory (for TensorBoard), a subdirectory per "
-                      "worker. TensorFlow's profiler can crash a "
-                      "multi-worker process as it stops (about 1 run in 12 "
-                      "here): profile a separate run.")
+                      "--warmup_blocks with TensorFlow's profiler on worker "
+                      "0 into DIR/worker-0 (for TensorBoard). Only the "
+                      "chief: its stop crashed other workers (TensorFlow "
+                      "2.21); profile a separate run all the same.")
   flags.DEFINE_integer("tf_profiler_blocks", None,
                        "Blocks --tf_profiler_dir profiles (default "
                        f"{config_lib.DEFAULT_PROFILER_BLOCKS}).")

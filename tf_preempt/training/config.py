@@ -97,13 +97,13 @@ class TrainConfig:
     seed: seed of the weights and of the synthetic data.
     warmup_blocks: timed blocks (of `unroll` steps) left out of the median;
       the first one also traces the function.
-    tf_profiler_dir: TensorFlow's profiler runs over the first
-      `tf_profiler_blocks` blocks after the `warmup_blocks` and writes its
-      profile (TensorBoard's profile plugin reads it) under this
-      directory, in a subdirectory per worker ("worker-N"); None: off.
-      TensorFlow's profiler can crash a multi-worker process as it stops
-      (`tf_preempt.training.profiling.ProfileBlocks`): profile a separate
-      run.
+    tf_profiler_dir: TensorFlow's profiler runs on worker 0 (the chief)
+      over the first `tf_profiler_blocks` blocks after the `warmup_blocks`
+      and writes its profile (TensorBoard's profile plugin reads it) under
+      this directory, in "worker-0"; None: off. Only the chief: stopping
+      it crashed the other worker of two-worker runs
+      (`tf_preempt.training.profiling.ProfileBlocks`); profile a separate
+      run all the same.
     tf_profiler_blocks: blocks profiled (None: DEFAULT_PROFILER_BLOCKS);
       needs `tf_profiler_dir`.
   """

@@ -23,10 +23,12 @@ class ProfileBlocks(keras.callbacks.Callback):
 
   Caveat: in multi-worker runs TensorFlow's profiler can crash a worker as
   it stops (SIGSEGV, "double free or corruption" in
-  `tf.profiler.experimental.stop`; about 1 two-worker run in 12 here, with
-  TensorFlow 2.21), likely while the other worker's collectives still
-  reach this one; Keras's TensorBoard callback (`profile_batch`) has the
-  same. Profile a separate run, not one whose result must not be lost.
+  `tf.profiler.experimental.stop`, TensorFlow 2.21). With both workers of
+  two-worker runs profiled, 9 of 52 runs here lost worker 1 that way,
+  never worker 0; with worker 0 alone profiled (what the training binary
+  does), none of 23. Keras's TensorBoard callback (`profile_batch`) stops
+  it the same way. Profile a separate run, not one whose result must not
+  be lost.
   """
 
   def __init__(self, first: int, count: int, log_dir: str):
@@ -54,9 +56,9 @@ class ProfileBlocks(keras.callbacks.Callback):
       tf.profiler.experimental.start(self.log_dir)
       self.profiling = True
     elif self.blocks == self.first + self.count:
-      # Stopped before the next block, not as the last one ends or at the
-      # run's end: in two-worker runs the profiler's stop crashed a worker
-      # in 1 run in 12 here, against 3 in 12 at the run's end.
+      # As the next block begins, its call not yet made. (Where it stops
+      # made no clear difference to the crashes below: 5 of 34 runs here,
+      # 3 of 12 at the run's end, 1 of 6 as the last block ended.)
       self.stop()
 
   def on_train_batch_end(self, batch: int, logs: Optional[Any] = None) -> None:

@@ -384,7 +384,9 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
     if replanner is not None:
       all_callbacks.append(replanner)
   profiler = None
-  if config.tf_profiler_dir is not None:
+  if config.tf_profiler_dir is not None and worker_index == 0:
+    # The chief only: stopping the profiler crashed the other worker of
+    # two-worker runs (see profiling.ProfileBlocks).
     profiler = profiling.ProfileBlocks(
         config.warmup_blocks,
         config.tf_profiler_blocks or config_lib.DEFAULT_PROFILER_BLOCKS,
