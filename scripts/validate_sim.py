@@ -1131,7 +1131,8 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
   # (a part of the heads, which the start-ups would hold otherwise).
   early_share, early_source = probe_inputs.early_share(
       results_dir, setup["model"], setup["machine"],
-      setup["global_batch_size"] // setup["workers"], setup.get("heap"))
+      setup["global_batch_size"] // setup["workers"], setup.get("heap"),
+      setup.get("link_rate"))
   if early_source.startswith("none"):
     missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
                    "the share of a step's compute that reads no weight "

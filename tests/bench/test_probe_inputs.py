@@ -405,11 +405,12 @@ def test_early_share_from_the_block_head_of_the_directory_s_machine(
 
 
 def _step_phases(parent, name, machine, models, repeats=5,
-                 heap="tensorflow"):
+                 heap="tensorflow", bandwidth="2gbit"):
   os.makedirs(parent / name)
   with open(parent / name / "step_phases.json", "w") as f:
     json.dump({"machine": machine,
                "models": {m: {"per_worker_batch": 32, "heap": heap,
+                              "bandwidth": bandwidth,
                               "early_share": share,
                               "shares": [share] * repeats}
                           for m, share in models.items()}}, f)
@@ -429,21 +430,28 @@ def test_early_share_from_the_step_phases_before_the_block_head(tmp_path):
   _step_phases(tmp_path, "2026-12-09-step-phases", bench_records.machine_line(
       "fc-v1272"), {"transformer_tiny": 0.5}, repeats=9)
   share, source = probe_inputs.early_share(
-      str(results), "transformer_tiny", machine, 32, heap="tensorflow")
+      str(results), "transformer_tiny", machine, 32, heap="tensorflow",
+      link_rate="2gbit")
   assert share == 0.3
   assert source.startswith("the step phases: 2026-12-08-step-phases/")
   assert "median of 5 repeats of two-worker runs at a batch of 32" in source
-  # Of another heap mode, or another batch: the block head.
+  # Of another heap mode, link or batch: the block head.
   assert probe_inputs.early_share(str(results), "transformer_tiny", machine,
-                                  32, heap="keep")[0] == 0.4
-  for batch, heap in ((32, None), (16, "tensorflow")):
+                                  32, "keep", "2gbit")[0] == 0.4
+  _step_phases(tmp_path, "2026-12-08-step-phases-loopback", this,
+               {"transformer_tiny": 0.6}, repeats=9, bandwidth="")
+  assert probe_inputs.early_share(str(results), "transformer_tiny", machine,
+                                  32, "tensorflow", None)[0] == 0.6
+  for batch, heap, link in ((32, None, "2gbit"),
+                            (32, "tensorflow", "200mbit"),
+                            (16, "tensorflow", "2gbit")):
     share, source = probe_inputs.early_share(
-        str(results), "transformer_tiny", machine, batch, heap)
+        str(results), "transformer_tiny", machine, batch, heap, link)
     assert (share, source[:15]) == ((0.2, "the block head:") if batch == 32
                                     else (0.0, "none: no *step-"))
   # A model the step phases lack: its block head.
   assert probe_inputs.early_share(str(results), "vgg_small", machine, 32,
-                                  "tensorflow")[0] == 0.01
+                                  "tensorflow", "2gbit")[0] == 0.01
 
 
 def test_layer_shares_from_the_step_profile(tmp_path):

@@ -92,6 +92,7 @@ def test_tiny_real_runs_give_the_early_share_of_their_machine(tmp_path):
   results.mkdir()
   share, source = probe_inputs.early_share(
       str(results), "transformer_tiny",
-      results_files.machine_identity(probe["machine"]), 4, tiny["heap"])
+      results_files.machine_identity(probe["machine"]), 4, tiny["heap"],
+      None)
   assert share == tiny["early_share"]
   assert source.startswith("the step phases: 2026-12-08-step-phases/")

@@ -531,7 +531,8 @@ def _step_profile(results_dir: str, model: str
 def early_share(results_dir: str, model: str,
                 machine: Optional[str] = None,
                 per_worker_batch: Optional[int] = None,
-                heap: Optional[str] = None) -> Tuple[float, str]:
+                heap: Optional[str] = None,
+                link_rate: Optional[str] = None) -> Tuple[float, str]:
   """(Share of a step that a block's later steps run at its start, where
   it came from).
 
@@ -540,7 +541,8 @@ def early_share(results_dir: str, model: str,
   at its batch per worker are taken, in this order:
 
   1. The step phases (`STEP_PHASES_GLOB`, scripts/bench_step_phases.py),
-     in the directory's heap mode: in two-worker runs like the
+     in the directory's heap mode and on its link: in two-worker runs
+     like the
      benchmark's, how much shorter the second step of a K = 2 block is,
      from its first layer's update to its loss, than a K = 1 block's
      forward pass, over the K = 1 step's compute.
@@ -563,14 +565,17 @@ def early_share(results_dir: str, model: str,
       a probe of any batch is taken).
     heap: the directory's heap mode (`results_files.heap_mode`); the step
       phases of another mode are not taken.
+    link_rate: the directory's emulated link rate ("2gbit"), or None for
+      loopback; the step phases of another link are not taken.
 
   Returns:
     The share and a description; (0.0, why) if no probe has it.
   """
   parent = os.path.dirname(os.path.abspath(results_dir))
-  phases = _machine_probe(parent, STEP_PHASES_GLOB, model, machine,
-                          per_worker_batch,
-                          lambda m: m.get("heap") == heap)
+  phases = _machine_probe(
+      parent, STEP_PHASES_GLOB, model, machine, per_worker_batch,
+      lambda m: (m.get("heap"), m.get("bandwidth") or None) == (heap,
+                                                                link_rate))
   if phases is not None:
     path, measured = phases
     return float(measured["early_share"]), (
