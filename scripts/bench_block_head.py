@@ -20,9 +20,10 @@ spread 2.4 times as widely (4.5 times between their quartiles). `DIR/block_head.
 every run, the machine, and per model the median delay share.
 `scripts/validate_sim.py` takes it from the `*block-head*` directory
 beside the results measured on the directory's machine at its batch per
-worker (the most repeats of the model, then the newest), and the step
-profile's early share
-(`scripts/bench_step_profile.py`) where none was. The K = 1 run is stock
+worker (the most repeats of the model, then the newest) where no step
+phases of real runs are (`scripts/bench_step_phases.py`, taken first),
+and the step profile's early share (`scripts/bench_step_profile.py`)
+where neither is (`probe_inputs.early_share`). The K = 1 run is stock
 Keras's train function and the K = 2 run the unrolled one, as in the
 benchmark's rows, so the delay holds whatever makes the unrolled
 function's first step later, not only the later step's early work.

@@ -8,8 +8,8 @@ Per model and repeat, scripts/train.py runs as scripts/bench.py's rows do
 (`demo.train_once`: --workers processes on one core each, the emulated
 --bandwidth link, --heap, the stock --scheduler's one collective), once
 at K = 1 and once at K = 2 (alternating which goes first), with
-TensorFlow's profiler on every worker over --blocks blocks after the
-warm-up (`--tf_profiler_dir`). Worker 0's profile gives each block's
+TensorFlow's profiler on worker 0 over --blocks blocks after the
+warm-up (`--tf_profiler_dir`). Its profile gives each block's
 phases (`tf_preempt.bench.step_phases`): the K = 1 block's head (its
 start to its loss: the whole forward pass, start-up included) and compute
 (to the backward pass's end), and the K = 2 block's later forward (from
@@ -23,12 +23,15 @@ block's second step did not wait for (`ExecutionModel.early_compute`:
 work that reads no updated weight, which the executor ran earlier), in
 the runs' own threading and contention, unlike the one-process block
 head (`scripts/bench_block_head.py`). `DIR/step_phases.json` keeps every
-run, the machine, and per model the median share;
-`scripts/validate_sim.py` prefers it (of the directory's machine and
-batch per worker) over a block head. Prints the phases; nothing here is
-asserted.
+run, the machine, and per model the median share (`DIR/runs.jsonl` each
+run as it ends, so a failure later loses none); `scripts/validate_sim.py`
+prefers it, of the directory's machine, batch per worker, heap mode,
+link and worker count, over a block head. The runs' "step_ms" include the
+profiler's start and stop (in timed blocks): not a benchmark's step time.
+Prints the phases; nothing here is asserted.
 """
 
+import json
 import os
 import statistics
 import sys
@@ -74,8 +77,15 @@ SETTINGS = ("model", "per_worker_batch", "scheduler", "workers",
 
 
 def run_record(phases: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-  """A run's phases per block, flattened: {"heads_ms", "compute_ms",
-  "later_forward_ms", "blocks_ms"} (lists over its blocks)."""
+  """A run's phases, flattened over its blocks.
+
+  Args:
+    phases: `step_phases.block_phases` of the run's profile.
+
+  Returns:
+    {"heads_ms", "compute_ms" (the blocks that have one),
+    "later_forward_ms" (every later step of every block), "blocks_ms"}.
+  """
   return {"heads_ms": [p["head_ms"] for p in phases],
           "compute_ms": [p["compute_ms"] for p in phases
                          if p["compute_ms"] is not None],
@@ -141,21 +151,33 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
 
 def profiled_run(model: str, per_worker_batch: int, unroll: int,
                  flag_values, attempts: int = ATTEMPTS) -> Dict[str, Any]:
-  """One profiled run of the benchmark's kind; returns its `run_record`.
+  """One profiled run of the benchmark's kind, run again if a worker fails.
 
-  A run whose worker fails is run again, up to `attempts` runs in all:
   TensorFlow's profiler crashed a worker as it stopped ("double free or
   corruption", SIGSEGV) in 9 of 52 runs here while every worker was
-  profiled (none of 23 with worker 0 alone, as now). The record keeps the
-  failed runs' first error lines ("failed_runs").
+  profiled (none of 23 with worker 0 alone, as now): a failed run is run
+  again, up to `attempts` runs in all.
+
+  Args:
+    model: a model of the registry.
+    per_worker_batch: its batch on one worker.
+    unroll: the blocks' steps (K).
+    flag_values: the parsed flags (--workers, --bandwidth, --scheduler,
+      --warmup_steps, --blocks, --heap, --timeout_s).
+    attempts: runs at most.
+
+  Returns:
+    Its `run_record` with the run's settings (`SETTINGS`), "unroll",
+    "step_ms" (the run's median step, profiled blocks included) and
+    "failed_runs" (the last log lines of each failed run).
 
   Raises:
     RuntimeError: if all `attempts` runs fail.
   """
   f = flag_values
-  # One block more than profiled: the profiler stops before it, not at the
-  # end of the run (that crashed 3 runs in 12, the other 1 in 12).
-  steps = f.warmup_steps + (f.blocks + 1) * unroll
+  warmup_blocks = -(-f.warmup_steps // unroll)  # as demo.train_once
+  # One block more than profiled: the profiler stops as it begins.
+  steps = (warmup_blocks + f.blocks + 1) * unroll
   failures = []
   for _ in range(attempts):
     with tempfile.TemporaryDirectory() as log_dir:
@@ -169,7 +191,8 @@ def profiled_run(model: str, per_worker_batch: int, unroll: int,
             extra_args=[f"--heap={f.heap}", f"--tf_profiler_dir={log_dir}",
                         f"--tf_profiler_blocks={f.blocks}"])
       except RuntimeError as e:
-        failures.append(str(e).splitlines()[0])
+        # The message ends with the workers' last log lines: the crash.
+        failures.append([l for l in str(e).splitlines() if l.strip()][-3:])
         print(f"  a run failed, run again: {failures[-1]}", flush=True)
         continue
       space = step_profile.read_profile(os.path.join(log_dir, "worker-0"))
@@ -189,7 +212,13 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments {argv[1:]}")
   f = flags.FLAGS
   pairs = runner.flagged_model_batches()
+  if f.blocks < 1 or f.warmup_steps < 1:
+    raise app.UsageError("--blocks and --warmup_steps must be positive "
+                         "(the first block traces the function)")
   records: List[Dict[str, Any]] = []
+  if f.out:
+    os.makedirs(f.out, exist_ok=True)
+    open(os.path.join(f.out, "runs.jsonl"), "w").close()
   for repeat in range(f.repeats):
     # Alternating order: a drift of the machine's speed falls on both K.
     unrolls = (1, 2) if repeat % 2 == 0 else (2, 1)
@@ -197,6 +226,9 @@ def main(argv: Sequence[str]) -> None:
       for unroll in unrolls:
         record = profiled_run(model, batch, unroll, f)
         record["repeat"] = repeat
+        if f.out:
+          with open(os.path.join(f.out, "runs.jsonl"), "a") as out:
+            out.write(json.dumps(record) + "\n")
         print(f"{model} batch {batch} K={unroll}: head "
               f"{statistics.median(record['heads_ms']):.2f} ms, later "
               f"forward {statistics.median(record['later_forward_ms'] or [0]):.2f}"

@@ -63,7 +63,8 @@ the row being predicted:
   - early_compute: the share of a step that a K = 2 block's second step
     does not wait for (`probe_inputs.early_share`): measured in
     two-worker runs by scripts/bench_step_phases.py on the directory's
-    machine, at its batch per worker and in its heap mode (of the
+    machine, at its batch per worker, in its heap mode, on its link and
+    with its worker count (of the
     `probe_inputs.STEP_PHASES_GLOB` beside it, the one of the most
     repeats, then the newest), how much shorter the second step is from
     its first layer's update to its loss than a K = 1 block's forward
@@ -1132,7 +1133,7 @@ def _directory_inputs(results_dir: str, results: Dict[str, Any],
   early_share, early_source = probe_inputs.early_share(
       results_dir, setup["model"], setup["machine"],
       setup["global_batch_size"] // setup["workers"], setup.get("heap"),
-      setup.get("link_rate"))
+      setup.get("link_rate"), setup["workers"])
   if early_source.startswith("none"):
     missing.append(f"{probe_inputs.STEP_PROFILE_GLOB} beside the results: "
                    "the share of a step's compute that reads no weight "

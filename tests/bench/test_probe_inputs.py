@@ -410,7 +410,7 @@ def _step_phases(parent, name, machine, models, repeats=5,
   with open(parent / name / "step_phases.json", "w") as f:
     json.dump({"machine": machine,
                "models": {m: {"per_worker_batch": 32, "heap": heap,
-                              "bandwidth": bandwidth,
+                              "bandwidth": bandwidth, "workers": 2,
                               "early_share": share,
                               "shares": [share] * repeats}
                           for m, share in models.items()}}, f)
@@ -431,27 +431,35 @@ def test_early_share_from_the_step_phases_before_the_block_head(tmp_path):
       "fc-v1272"), {"transformer_tiny": 0.5}, repeats=9)
   share, source = probe_inputs.early_share(
       str(results), "transformer_tiny", machine, 32, heap="tensorflow",
-      link_rate="2gbit")
+      link_rate="2Gbit", workers=2)
   assert share == 0.3
   assert source.startswith("the step phases: 2026-12-08-step-phases/")
-  assert "median of 5 repeats of two-worker runs at a batch of 32" in source
-  # Of another heap mode, link or batch: the block head.
+  assert "median of 5 repeats of 2-worker runs at a batch of 32" in source
+  # Of this machine's, the most repeats first.
+  _step_phases(tmp_path, "2026-12-08-step-phases-more", this,
+               {"transformer_tiny": 0.35}, repeats=9)
   assert probe_inputs.early_share(str(results), "transformer_tiny", machine,
-                                  32, "keep", "2gbit")[0] == 0.4
+                                  32, "tensorflow", "2gbit", 2)[0] == 0.35
+  # Each in its own heap mode and link.
+  assert probe_inputs.early_share(str(results), "transformer_tiny", machine,
+                                  32, "keep", "2gbit", 2)[0] == 0.4
   _step_phases(tmp_path, "2026-12-08-step-phases-loopback", this,
                {"transformer_tiny": 0.6}, repeats=9, bandwidth="")
   assert probe_inputs.early_share(str(results), "transformer_tiny", machine,
-                                  32, "tensorflow", None)[0] == 0.6
-  for batch, heap, link in ((32, None, "2gbit"),
-                            (32, "tensorflow", "200mbit"),
-                            (16, "tensorflow", "2gbit")):
+                                  32, "tensorflow", None, 2)[0] == 0.6
+  # Of another heap mode, link, worker count or batch: the block head.
+  for batch, heap, link, workers in ((32, None, "2gbit", 2),
+                                     (32, "tensorflow", "200mbit", 2),
+                                     (32, "tensorflow", "2gbit", 4),
+                                     (16, "tensorflow", "2gbit", 2)):
     share, source = probe_inputs.early_share(
-        str(results), "transformer_tiny", machine, batch, heap, link)
+        str(results), "transformer_tiny", machine, batch, heap, link,
+        workers)
     assert (share, source[:15]) == ((0.2, "the block head:") if batch == 32
                                     else (0.0, "none: no *step-"))
   # A model the step phases lack: its block head.
   assert probe_inputs.early_share(str(results), "vgg_small", machine, 32,
-                                  "tensorflow", "2gbit")[0] == 0.01
+                                  "tensorflow", "2gbit", 2)[0] == 0.01
 
 
 def test_layer_shares_from_the_step_profile(tmp_path):

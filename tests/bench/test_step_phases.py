@@ -54,6 +54,19 @@ def test_phases_of_stock_keras_s_one_step_function():
                                  "block_ms": 30.0})
 
 
+def test_phases_under_a_function_s_prefix():
+  prefix = "StatefulPartitionedCall/"
+  ops = [(prefix + n, s, e) for n, s, e in _two_step_block(0)]
+  (phase,) = step_phases.block_phases(fake_profile([(0, 40)], ops), 2)
+  assert phase["head_ms"] == pytest.approx(10.0)
+  assert phase["later_forward_ms"] == [pytest.approx(5.0)]
+  # "xsgd/" is another scope, not the optimizer's.
+  ops = [(n.replace("sgd/update_0/", "xsgd/update_0/"), s, e)
+         for n, s, e in _two_step_block(0)]
+  with pytest.raises(ValueError, match="no update of the first variable"):
+    step_phases.block_phases(fake_profile([(0, 40)], ops), 2)
+
+
 def test_a_block_of_other_steps_or_without_the_update_is_refused():
   space = fake_profile(calls=[(0, 40)], ops=_two_step_block(0))
   with pytest.raises(ValueError, match="ran 2 loss ops, not 1"):

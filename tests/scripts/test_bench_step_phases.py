@@ -1,14 +1,18 @@
 """Tests of scripts/bench_step_phases.py (its parser: tests/bench)."""
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from tf_preempt.bench import block_head
 from tf_preempt.bench import probe_inputs
 from tf_preempt.bench import results_files
 from tf_preempt.testing import scripts
+from tf_preempt.testing.profiles import fake_profile
 
 bench = scripts.load_script("bench_step_phases")
 
@@ -93,6 +97,47 @@ def test_tiny_real_runs_give_the_early_share_of_their_machine(tmp_path):
   share, source = probe_inputs.early_share(
       str(results), "transformer_tiny",
       results_files.machine_identity(probe["machine"]), 4, tiny["heap"],
-      None)
+      None, 2)
   assert share == tiny["early_share"]
   assert source.startswith("the step phases: 2026-12-08-step-phases/")
+
+
+def test_a_failed_run_is_run_again_and_recorded(monkeypatch, tmp_path):
+  calls = []
+
+  def train_once(scheduler, unroll, **kwargs):
+    calls.append((scheduler, unroll, kwargs["steps"]))
+    if len(calls) == 1:
+      raise RuntimeError("`train.py ...` failed (logs in /tmp/x):\n"
+                         "worker 1: ...\nFatal Python error: Aborted\n"
+                         "  File \"profiler_v2.py\", line 149 in stop\n")
+    log_dir = [a for a in kwargs["extra_args"]
+               if a.startswith("--tf_profiler_dir=")][0].split("=", 1)[1]
+    os.makedirs(os.path.join(log_dir, "worker-0"))
+    return {"median_step_s": 0.03}
+
+  space = fake_profile(calls=[(0, 30)], ops=[
+      ("compile_loss/x:" + block_head.LOSS_OP_TYPE, 8, 9),
+      ("gradient_tape/model/dense/MatMul:MatMul", 9, 15),
+      ("sgd/update_0/Mul:Mul", 20, 22),
+      ("compile_loss_1/x:" + block_head.LOSS_OP_TYPE, 25, 26)])
+  monkeypatch.setattr(bench.demo, "train_once", train_once)
+  monkeypatch.setattr(bench.step_profile, "read_profile", lambda d: space)
+  flag_values = argparse.Namespace(
+      scheduler="tf_default", workers=2, bandwidth="2gbit", heap="tensorflow",
+      warmup_steps=3, blocks=4, timeout_s=60)
+  record = bench.profiled_run("transformer_tiny", 32, 2, flag_values)
+  # 2 warm-up blocks (3 steps, rounded up), 4 profiled, 1 after.
+  assert calls == [("tf_default", 2, 14)] * 2
+  assert record["failed_runs"] == [[
+      "worker 1: ...", "Fatal Python error: Aborted",
+      "  File \"profiler_v2.py\", line 149 in stop"]]
+  assert record["heads_ms"] == [pytest.approx(9.0)]
+  assert record["later_forward_ms"] == [pytest.approx(4.0)]
+  assert record["step_ms"] == pytest.approx(30.0)
+  calls.clear()
+  monkeypatch.setattr(bench.demo, "train_once", lambda *a, **k: (
+      calls.append(1), (_ for _ in ()).throw(RuntimeError("failed"))))
+  with pytest.raises(RuntimeError, match="all 3 runs failed"):
+    bench.profiled_run("transformer_tiny", 32, 2, flag_values)
+  assert len(calls) == 3

@@ -104,6 +104,13 @@ def test_tf_profiler_blocks_needs_the_dir():
     _check(tf_profiler_blocks=2)
 
 
+def test_tf_profiler_needs_a_block_after_the_warm_up(tmp_path):
+  with pytest.raises(ValueError, match="profiles the blocks after the 2 "
+                     "--warmup_blocks, but --steps=4 runs only 2 block"):
+    _check(tf_profiler_dir=str(tmp_path), steps=4, unroll=2, warmup_blocks=2)
+  _check(tf_profiler_dir=str(tmp_path), steps=6, unroll=2, warmup_blocks=2)
+
+
 @pytest.mark.parametrize("kwargs,flag", [
     (dict(steps=10, epochs=2), "--steps and --epochs"),
     (dict(steps=10, steps_per_epoch=3), "--steps=10"),

@@ -76,23 +76,49 @@ def block_heads(space, unroll: int) -> List[Tuple[float, float]]:
       a call ran other than `unroll` loss ops (not a block of this
       many steps, or events missing).
   """
+  return [((ends[0] - call.start_ns) * 1e-9,
+           (call.end_ns - call.start_ns) * 1e-9)
+          for call, ends in step_calls(space, unroll)]
+
+
+def step_calls(space, unroll: int) -> List[Tuple[xspace.Call, List[int]]]:
+  """The train-function calls of a profile that ran training steps.
+
+  Args:
+    space: a profile (`step_profile.read_profile`).
+    unroll: the steps of each call.
+
+  Returns:
+    (call, `loss_ends` of it) of each call that ran a loss op, in order
+    (a call without one, e.g. the logs' reduction, is no block).
+
+  Raises:
+    ValueError: if the profile has no host CPU plane or no eager call, or
+      a call ran other than `unroll` loss ops.
+  """
   out = []
   for call in xspace.train_calls(space):
     ends = loss_ends(call)
     if not ends:
-      continue  # another call (no training step in it)
+      continue
     if len(ends) != unroll:
       raise ValueError(f"a call ran {len(ends)} loss ops, not {unroll}: "
                        f"not a block of {unroll} steps")
-    out.append(((ends[0] - call.start_ns) * 1e-9,
-                (call.end_ns - call.start_ns) * 1e-9))
+    out.append((call, ends))
   return out
 
 
 def loss_ends(call: xspace.Call) -> List[int]:
-  """The end (ns) of each step's loss op in `call`, in order: the
-  `LOSS_OP_TYPE` ops outside the gradient tape (stock Keras's K = 1
-  function names them under "StatefulPartitionedCall/")."""
+  """The end of each step's loss op in a call.
+
+  Args:
+    call: an `xspace.Call`.
+
+  Returns:
+    The ends (ns), in order, of its `LOSS_OP_TYPE` ops outside the
+    gradient tape (stock Keras's K = 1 function names them under
+    "StatefulPartitionedCall/").
+  """
   return sorted(e for n, s, e in call.ops
                 if n.endswith(":" + LOSS_OP_TYPE)
                 and "gradient_tape/" not in n)

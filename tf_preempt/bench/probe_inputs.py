@@ -6,10 +6,12 @@ reaching it last, mixed by how often task 0 started a block late in the
 traces, beyond the model's own time for it), task 0's start lags in the
 two workers' traces, and the CPU cost of a collective on the compute
 core (`scripts/bench_contention.py`, else a collective's cost alone on a
-CPU-bound link), and the training step's profile
+CPU-bound link), the training step's profile
 (`scripts/bench_step_profile.py`: each layer's share of the step, the
-share that reads no weight): `ExecutionModel`'s `order_penalty`, `cpu` and
-`early_compute`, and the DAG's per-op times. Pure Python; the planner,
+share that reads no weight) and, for the share of a later step that runs
+early, the step phases of real runs and the block head of the
+directory's machine (`early_share`): `ExecutionModel`'s `order_penalty`,
+`cpu` and `early_compute`, and the DAG's per-op times. Pure Python; the planner,
 netem and the timeline on first use.
 
 "auto" takes only probes run in the directory's heap mode
@@ -532,7 +534,8 @@ def early_share(results_dir: str, model: str,
                 machine: Optional[str] = None,
                 per_worker_batch: Optional[int] = None,
                 heap: Optional[str] = None,
-                link_rate: Optional[str] = None) -> Tuple[float, str]:
+                link_rate: Optional[str] = None,
+                workers: Optional[int] = None) -> Tuple[float, str]:
   """(Share of a step that a block's later steps run at its start, where
   it came from).
 
@@ -541,8 +544,8 @@ def early_share(results_dir: str, model: str,
   at its batch per worker are taken, in this order:
 
   1. The step phases (`STEP_PHASES_GLOB`, scripts/bench_step_phases.py),
-     in the directory's heap mode and on its link: in two-worker runs
-     like the
+     in the directory's heap mode, on its link and with its workers: in
+     runs like the
      benchmark's, how much shorter the second step of a K = 2 block is,
      from its first layer's update to its loss, than a K = 1 block's
      forward pass, over the K = 1 step's compute.
@@ -567,21 +570,31 @@ def early_share(results_dir: str, model: str,
       phases of another mode are not taken.
     link_rate: the directory's emulated link rate ("2gbit"), or None for
       loopback; the step phases of another link are not taken.
+    workers: the directory's worker count; the step phases of another
+      count are not taken.
 
   Returns:
     The share and a description; (0.0, why) if no probe has it.
   """
   parent = os.path.dirname(os.path.abspath(results_dir))
-  phases = _machine_probe(
-      parent, STEP_PHASES_GLOB, model, machine, per_worker_batch,
-      lambda m: (m.get("heap"), m.get("bandwidth") or None) == (heap,
-                                                                link_rate))
+  def link(rate):  # "2gbit" and "2Gbit" alike; None for loopback
+    return (rate and (emulated_link.link_bits_per_s(rate) or
+                      rate.strip().lower())) or None
+
+  def same_runs(measured):
+    return ((measured.get("heap"), measured.get("workers"),
+             link(measured.get("bandwidth"))) == (heap, workers,
+                                                  link(link_rate)))
+
+  phases = _machine_probe(parent, STEP_PHASES_GLOB, model, machine,
+                          per_worker_batch, same_runs)
   if phases is not None:
     path, measured = phases
     return float(measured["early_share"]), (
         f"the step phases: {os.path.relpath(path, parent)}, median of "
-        f"{len(measured['shares'])} repeats of two-worker runs at a batch "
-        f"of {measured['per_worker_batch']} per worker, on this machine")
+        f"{len(measured['shares'])} repeats of {measured['workers']}-worker "
+        f"runs at a batch of {measured['per_worker_batch']} per worker, on "
+        "this machine")
   head = _machine_probe(parent, BLOCK_HEAD_GLOB, model, machine,
                         per_worker_batch)
   if head is not None:

@@ -29,13 +29,17 @@ from typing import Dict, List, Optional
 from tf_preempt.bench import block_head
 from tf_preempt.bench import xspace
 
-# The training binaries' optimizer (Keras SGD): step k of an unrolled
-# block updates under "sgd_k/" ("sgd/" for k = 0), stock Keras's K = 1
-# function under "StatefulPartitionedCall/sgd/".
+# The training binaries' optimizer (`runner.OPTIMIZER_NAME`, Keras SGD):
+# step k of an unrolled block updates under "sgd_k/" ("sgd/" for k = 0),
+# stock Keras's K = 1 function under "StatefulPartitionedCall/sgd/".
 OPTIMIZER_SCOPE = "sgd"
-# Keras names each variable's update "update_N" in the order of the
-# model's trainable variables (layer order); TensorFlow uniquifies repeats
-# as "update_0_1", ..., so "update_0/" itself is the first variable's.
+# Under a tf.distribute strategy each variable's update runs in a scope
+# "update_N", N the mirrored variable's component (0 with one device per
+# worker); TensorFlow makes the repeats unique per variable as
+# "update_0_1", "update_0_2", ..., in the order the optimizer applies the
+# model's trainable variables (layer order), so "update_0/" itself is the
+# first variable's. OneDeviceStrategy opens no such scope: its profiles
+# (the block head's) have no later forward to read.
 FIRST_UPDATE = "update_0/"
 _FIRST_UPDATE_OP = re.compile(
     rf"(?:^|/){OPTIMIZER_SCOPE}(?:_(\d+))?/{re.escape(FIRST_UPDATE)}")
@@ -71,13 +75,7 @@ def block_phases(space, unroll: int) -> List[Dict[str, object]]:
       no update of the first variable before it.
   """
   out = []
-  for call in xspace.train_calls(space):
-    losses = block_head.loss_ends(call)
-    if not losses:
-      continue  # another call (no training step in it)
-    if len(losses) != unroll:
-      raise ValueError(f"a call ran {len(losses)} loss ops, not {unroll}: "
-                       f"not a block of {unroll} steps")
+  for call, losses in block_head.step_calls(space, unroll):
     ms = lambda t: (t - call.start_ns) * 1e-6  # pylint: disable=cell-var-from-loop
     updates = _first_update_ends(call)
     later = []

@@ -9,6 +9,7 @@ top-level call, the ops that started inside it. Pure Python over the
 proto; `step_profile.read_profile` reads one from disk.
 """
 
+import bisect
 import dataclasses
 from typing import Iterator, List, Tuple
 
@@ -34,7 +35,13 @@ class Call:
 
 
 def host_plane(space):
-  """The host CPU plane of `space`.
+  """The host CPU plane of a profile.
+
+  Args:
+    space: an `XSpace`.
+
+  Returns:
+    Its "/host:CPU" plane.
 
   Raises:
     ValueError: if the profile has none.
@@ -46,7 +53,15 @@ def host_plane(space):
 
 
 def events(plane, line) -> Iterator[Tuple[str, int, int]]:
-  """(name, start ns, end ns) of each event of `line` of `plane`."""
+  """The events of one line (thread) of a plane.
+
+  Args:
+    plane: an `XPlane` (its event metadata names the events).
+    line: one of its lines.
+
+  Yields:
+    (name, start ns, end ns) of each event, in the line's order.
+  """
   for event in line.events:
     start = line.timestamp_ns + event.offset_ps // 1000
     yield (plane.event_metadata[event.metadata_id].name, start,
@@ -79,11 +94,13 @@ def train_calls(space) -> List[Call]:
   if not starts_ends:
     raise ValueError(f"the profile has no eager call ({CALL_EVENT})")
   ops.sort(key=lambda o: o[1])
+  op_starts = [o[1] for o in ops]
   calls, last_end = [], None
   for start, end in sorted(starts_ends):
     if last_end is not None and start < last_end:
       continue
     last_end = end
-    calls.append(Call(start, end, tuple(o for o in ops
-                                        if start <= o[1] <= end)))
+    calls.append(Call(start, end, tuple(
+        ops[bisect.bisect_left(op_starts, start):
+            bisect.bisect_right(op_starts, end)])))
   return calls

@@ -76,7 +76,10 @@ that this module can model, each optional (`ExecutionModel`'s defaults give
 - **Early compute.** Ops that read no trainable variable (dropout's
   random masks) wait for no update: in an unrolled block every step's run
   at the block's start, ahead of the first step's forward pass
-  (`early_compute`; measured by `scripts/bench_step_profile.py`).
+  (`early_compute`; measured per machine in real runs by
+  `scripts/bench_step_phases.py`, as how much less of its forward pass a
+  block's second step waits for; `tf_preempt.bench.probe_inputs.
+  early_share` says which probe gives it where).
 
 - **Arrival order (two workers).** The model is one worker. With two,
   TensorFlow's ring is slower when task 0 (rank 0) reaches a collective
@@ -155,7 +158,9 @@ class ExecutionModel:
       much.
     early_compute: seconds of a step's forward compute that reads no
       trainable variable (needs `unroll`): dropout's random masks, which
-      depend only on the step's seed. In the unrolled block TensorFlow
+      depend only on the step's seed, and whatever else of a later step
+      the executor runs before the update it waits for (measured, not
+      derived from the ops). In the unrolled block TensorFlow
       runs them for every step as soon as the block starts, not after the
       previous step's updates: each step after the block's first computes
       this much less in its forward pass, and the block's first step

@@ -103,7 +103,8 @@ class TrainConfig:
       this directory, in "worker-0"; None: off. Only the chief: stopping
       it crashed the other worker of two-worker runs
       (`tf_preempt.training.profiling.ProfileBlocks`); profile a separate
-      run all the same.
+      run all the same. The profiled blocks' times, in the median unless
+      the warm-up covers them, include the profiler's cost.
     tf_profiler_blocks: blocks profiled (None: DEFAULT_PROFILER_BLOCKS);
       needs `tf_profiler_dir`.
   """
@@ -360,6 +361,13 @@ class TrainConfig:
     if self.tf_profiler_blocks is not None and self.tf_profiler_dir is None:
       raise ValueError("--tf_profiler_blocks has no effect without "
                        "--tf_profiler_dir")
+    if (self.tf_profiler_dir is not None and self.steps is not None and
+        self.steps // self.unroll <= self.warmup_blocks):
+      raise ValueError(f"--tf_profiler_dir profiles the blocks after the "
+                       f"{self.warmup_blocks} --warmup_blocks, but "
+                       f"--steps={self.steps} runs only "
+                       f"{self.steps // self.unroll} block(s) of "
+                       f"--unroll={self.unroll}")
     if self.profile_steps and self.profile_steps % self.unroll:
       raise ValueError(f"--profile_steps={self.profile_steps} must be a "
                        f"multiple of --unroll={self.unroll}")
