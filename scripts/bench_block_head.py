@@ -71,27 +71,15 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
 
   Raises:
     ValueError: if a model was measured at two batch sizes, or a repeat
-      lacks K = 1 or K = 2.
+      lacks K = 1 or K = 2 (`runner.paired_repeats`).
   """
-  by_model: Dict[str, Dict[int, Dict[int, Dict[str, Any]]]] = {}
-  batches: Dict[str, set] = {}
-  for r in records:
-    by_model.setdefault(r["model"], {}).setdefault(
-        r["repeat"], {})[r["unroll"]] = r
-    batches.setdefault(r["model"], set()).add(r["per_worker_batch"])
   out = {}
-  for model, repeats in by_model.items():
-    if len(batches[model]) != 1:
-      raise ValueError(f"{model}: measured at batch sizes "
-                       f"{sorted(batches[model])}; one per model")
+  for model, (settings, repeats) in runner.paired_repeats(records).items():
     shares, delays = [], []
-    for repeat, runs in sorted(repeats.items()):
-      if set(runs) != {1, 2}:
-        raise ValueError(f"{model}, repeat {repeat}: runs at K = "
-                         f"{sorted(runs)}, not 1 and 2")
+    for _, runs in repeats:
       delays.append(runs[2]["head_ms"] - runs[1]["head_ms"])
       shares.append(2 * head_fraction(runs[2]) - head_fraction(runs[1]))
-    out[model] = {"per_worker_batch": batches[model].pop(),
+    out[model] = {"per_worker_batch": settings["per_worker_batch"],
                   "delay_share": statistics.median(shares),
                   "shares": shares, "delays_ms": delays}
   return out
@@ -103,21 +91,18 @@ def main(argv: Sequence[str]) -> None:
   f = flags.FLAGS
   pairs = runner.flagged_model_batches()
   records: List[Dict[str, Any]] = []
-  for repeat in range(f.repeats):
-    # Alternating order: a drift of the machine's speed falls on both K.
-    unrolls = (1, 2) if repeat % 2 == 0 else (2, 1)
-    for model, batch in pairs:
-      for unroll in unrolls:
-        command = [sys.executable, "-m", "tf_preempt.bench.block_head",
-                   f"--model={model}", f"--batch_size={batch}",
-                   f"--unroll={unroll}", f"--blocks={f.blocks}"]
-        (record,) = launch.launch_for_stats(
-            command, 1, timeout_s=f.timeout_s, **launch.MEASUREMENT_WORKER)
-        record["repeat"] = repeat
-        print(f"{model} batch {batch} K={unroll}: head "
-              f"{record['head_ms']:.2f} ms of a {record['block_ms']:.2f} ms "
-              "block (profiled medians)", flush=True)
-        records.append(record)
+  for repeat, model, batch, unroll in runner.paired_run_order(f.repeats,
+                                                              pairs):
+    command = [sys.executable, "-m", "tf_preempt.bench.block_head",
+               f"--model={model}", f"--batch_size={batch}",
+               f"--unroll={unroll}", f"--blocks={f.blocks}"]
+    (record,) = launch.launch_for_stats(
+        command, 1, timeout_s=f.timeout_s, **launch.MEASUREMENT_WORKER)
+    record["repeat"] = repeat
+    print(f"{model} batch {batch} K={unroll}: head "
+          f"{record['head_ms']:.2f} ms of a {record['block_ms']:.2f} ms "
+          "block (profiled medians)", flush=True)
+    records.append(record)
   summary = summarize(records)
   for model, s in summary.items():
     print(f"{model}: K = 2's head longer by "

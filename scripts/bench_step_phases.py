@@ -112,26 +112,12 @@ def summarize(records: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
       sizes), a repeat lacks K = 1 or K = 2, or a run has none of the
       phases it needs.
   """
-  by_model: Dict[str, Dict[int, Dict[int, Dict[str, Any]]]] = {}
-  settings: Dict[str, set] = {}
-  for r in records:
-    by_model.setdefault(r["model"], {}).setdefault(
-        r["repeat"], {})[r["unroll"]] = r
-    settings.setdefault(r["model"], set()).add(
-        tuple(r[k] for k in SETTINGS[1:]))
   out = {}
-  for model, repeats in by_model.items():
-    if len(settings[model]) != 1:
-      raise ValueError(f"{model}: measured in settings "
-                       f"{sorted(settings[model])} of {SETTINGS[1:]}; one "
-                       "per model")
-    summary: Dict[str, Any] = dict(zip(SETTINGS[1:], settings[model].pop()))
-    summary.update(shares=[], heads_ms=[], later_forward_ms=[],
-                   compute_ms=[])
-    for repeat, runs in sorted(repeats.items()):
-      if set(runs) != {1, 2}:
-        raise ValueError(f"{model}, repeat {repeat}: runs at K = "
-                         f"{sorted(runs)}, not 1 and 2")
+  for model, (settings, repeats) in runner.paired_repeats(
+      records, SETTINGS[1:]).items():
+    summary: Dict[str, Any] = dict(settings, shares=[], heads_ms=[],
+                                   later_forward_ms=[], compute_ms=[])
+    for repeat, runs in repeats:
       needed = ((runs[1], "heads_ms"), (runs[1], "compute_ms"),
                 (runs[2], "later_forward_ms"))
       if not all(run[key] for run, key in needed):
@@ -219,23 +205,20 @@ def main(argv: Sequence[str]) -> None:
   if f.out:
     os.makedirs(f.out, exist_ok=True)
     open(os.path.join(f.out, "runs.jsonl"), "w").close()
-  for repeat in range(f.repeats):
-    # Alternating order: a drift of the machine's speed falls on both K.
-    unrolls = (1, 2) if repeat % 2 == 0 else (2, 1)
-    for model, batch in pairs:
-      for unroll in unrolls:
-        record = profiled_run(model, batch, unroll, f)
-        record["repeat"] = repeat
-        if f.out:
-          with open(os.path.join(f.out, "runs.jsonl"), "a") as out:
-            out.write(json.dumps(record) + "\n")
-        print(f"{model} batch {batch} K={unroll}: head "
-              f"{statistics.median(record['heads_ms']):.2f} ms, later "
-              f"forward {statistics.median(record['later_forward_ms'] or [0]):.2f}"
-              f" ms, compute {statistics.median(record['compute_ms'] or [0]):.2f}"
-              f" ms (medians of {len(record['blocks_ms'])} blocks)",
-              flush=True)
-        records.append(record)
+  for repeat, model, batch, unroll in runner.paired_run_order(f.repeats,
+                                                              pairs):
+    record = profiled_run(model, batch, unroll, f)
+    record["repeat"] = repeat
+    if f.out:
+      with open(os.path.join(f.out, "runs.jsonl"), "a") as out:
+        out.write(json.dumps(record) + "\n")
+    print(f"{model} batch {batch} K={unroll}: head "
+          f"{statistics.median(record['heads_ms']):.2f} ms, later "
+          f"forward {statistics.median(record['later_forward_ms'] or [0]):.2f}"
+          f" ms, compute {statistics.median(record['compute_ms'] or [0]):.2f}"
+          f" ms (medians of {len(record['blocks_ms'])} blocks)",
+          flush=True)
+    records.append(record)
   summary = summarize(records)
   for model, s in summary.items():
     print(f"{model}: early share {s['early_share']:.3f} of a step (median "

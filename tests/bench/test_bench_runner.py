@@ -287,3 +287,25 @@ def test_flagged_model_batches_is_a_usage_error(monkeypatch):
     runner.flagged_model_batches()
   values.batch_sizes = ["4", "8"]
   assert runner.flagged_model_batches() == [("a", 4), ("b", 8)]
+
+
+def test_paired_repeats_groups_a_probe_s_runs_by_model_and_repeat():
+  run = lambda model, repeat, unroll, batch=32: {
+      "model": model, "repeat": repeat, "unroll": unroll,
+      "per_worker_batch": batch}
+  runs = [run("m", 1, 2), run("m", 0, 1), run("m", 0, 2), run("m", 1, 1),
+          run("v", 0, 2, 5), run("v", 0, 1, 5)]
+  paired = runner.paired_repeats(runs)
+  assert paired["m"] == ({"per_worker_batch": 32}, [
+      (0, {1: runs[1], 2: runs[2]}), (1, {1: runs[3], 2: runs[0]})])
+  assert paired["v"][0] == {"per_worker_batch": 5}
+  with pytest.raises(ValueError, match="m, repeat 0: runs at K = \\[1\\]"):
+    runner.paired_repeats([run("m", 0, 1)])
+  with pytest.raises(ValueError, match="m: measured in settings"):
+    runner.paired_repeats([run("m", 0, 1), run("m", 0, 2, batch=16)])
+
+
+def test_paired_run_order_alternates_the_two_k():
+  assert list(runner.paired_run_order(2, [("m", 32), ("v", 5)])) == [
+      (0, "m", 32, 1), (0, "m", 32, 2), (0, "v", 5, 1), (0, "v", 5, 2),
+      (1, "m", 32, 2), (1, "m", 32, 1), (1, "v", 5, 2), (1, "v", 5, 1)]

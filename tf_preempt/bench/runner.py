@@ -25,8 +25,8 @@ import shutil
 import statistics
 import sys
 import time
-from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
-                    Tuple)
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 from tf_preempt import heap
 from tf_preempt.bench import results as results_lib
@@ -491,6 +491,66 @@ def flagged_model_batches() -> List[Tuple[str, int]]:
     return model_batches(flags.FLAGS.models, flags.FLAGS.batch_sizes)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
+
+
+def paired_run_order(repeats: int, pairs: Sequence[Tuple[str, int]]
+                     ) -> Iterator[Tuple[int, str, int, int]]:
+  """The runs of a K = 1 / K = 2 probe, in the order to run them.
+
+  Args:
+    repeats: repeats of each pair of runs.
+    pairs: (model, batch) to run, in order.
+
+  Yields:
+    (repeat, model, batch, K): per repeat, each model at K = 1 and 2, the
+    two K in alternating order from repeat to repeat, so that a drift of
+    the machine's speed falls on both.
+  """
+  for repeat in range(repeats):
+    unrolls = (1, 2) if repeat % 2 == 0 else (2, 1)
+    for model, batch in pairs:
+      for unroll in unrolls:
+        yield repeat, model, batch, unroll
+
+
+def paired_repeats(records: Sequence[Dict[str, Any]],
+                   settings: Sequence[str] = ("per_worker_batch",)
+                   ) -> Dict[str, Tuple[Dict[str, Any],
+                                        List[Tuple[int, Dict[int, Any]]]]]:
+  """A K = 1 / K = 2 probe's runs, by model and repeat.
+
+  Args:
+    records: the runs, each with "model", "repeat", "unroll" and the
+      `settings` keys.
+    settings: what a model's runs must agree on.
+
+  Returns:
+    {model: ({setting: value}, [(repeat, {1: its K = 1 run, 2: its K = 2
+    run})] by repeat)}.
+
+  Raises:
+    ValueError: if a model's runs differ in a setting, or a repeat lacks
+      K = 1 or K = 2.
+  """
+  by_model: Dict[str, Dict[int, Dict[int, Dict[str, Any]]]] = {}
+  seen: Dict[str, set] = {}
+  for r in records:
+    by_model.setdefault(r["model"], {}).setdefault(
+        r["repeat"], {})[r["unroll"]] = r
+    seen.setdefault(r["model"], set()).add(tuple(r[k] for k in settings))
+  out = {}
+  for model, repeats in by_model.items():
+    if len(seen[model]) != 1:
+      raise ValueError(f"{model}: measured in settings "
+                       f"{sorted(seen[model])} of {tuple(settings)}; one "
+                       "per model")
+    for repeat, runs in sorted(repeats.items()):
+      if set(runs) != {1, 2}:
+        raise ValueError(f"{model}, repeat {repeat}: runs at K = "
+                         f"{sorted(runs)}, not 1 and 2")
+    out[model] = (dict(zip(settings, seen[model].pop())),
+                  sorted(repeats.items()))
+  return out
 
 
 def write_probe(out_dir: str, filename: str, models: Dict[str, Any],
