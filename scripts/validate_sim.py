@@ -282,8 +282,12 @@ def define_flags() -> None:
                       "cpu_cost.json of scripts/bench_contention.py, or a "
                       "results directory / cost_model.json measured on a "
                       "CPU-bound link.")
-  flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out) "
-                      "or a number in (0, 1].")
+  flags.DEFINE_string("comm_cpu_share", "traces", "'traces' (leave-one-out: "
+                      "how long small collectives took while the backward "
+                      "pass computed), 'overlaps' (a check: fitted, after "
+                      "the bytes' share, to the backward pass's end and the "
+                      "first collective's end of the rows that overlap "
+                      "them, as --bytes_cpu_share), or a number in (0, 1].")
   flags.DEFINE_string("bytes_cpu_share", "traces", "Share of the core the "
                       "per-byte CPU work gets while compute runs: 'traces' "
                       "(leave-one-out: the backward pass's end and the "
@@ -688,6 +692,7 @@ class _RowSettings(NamedTuple):
 
   Attributes:
     comm_cpu_share: --comm_cpu_share, or None to fit it to the traces.
+    comm_share_from_overlaps: --comm_cpu_share=overlaps.
     bytes_cpu_share: --bytes_cpu_share, or None to fit it to the traces.
     block_overhead_ms: --block_overhead_ms, or None to fit it.
     block_startup_ms: --block_startup_ms, or None to fit it.
@@ -701,6 +706,7 @@ class _RowSettings(NamedTuple):
       work (seconds; None: none is taken).
   """
   comm_cpu_share: Optional[float]
+  comm_share_from_overlaps: bool
   bytes_cpu_share: Optional[float]
   block_overhead_ms: Optional[float]
   block_startup_ms: Optional[float]
@@ -906,7 +912,9 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
       unknown input_work, or an input_work other than "none" with a given
       start-up.
   """
-  share_given = _setting(comm_cpu_share, "comm_cpu_share")
+  from_overlaps = comm_cpu_share == "overlaps"
+  share_given = (None if from_overlaps else
+                 _setting(comm_cpu_share, "comm_cpu_share"))
   bytes_given = _setting(str(bytes_cpu_share), "bytes_cpu_share")
   if input_work not in INPUT_WORK:
     raise ValueError(f"input_work={input_work!r}: one of {INPUT_WORK}")
@@ -920,7 +928,8 @@ def _row_settings(comm_cpu_share: str, bytes_cpu_share: str,
     raise ValueError(f"--bytes_cpu_share={bytes_cpu_share!r}: 'traces' or a "
                      "number in (0, 1]")
   return _RowSettings(
-      comm_cpu_share=share_given, bytes_cpu_share=bytes_given,
+      comm_cpu_share=share_given, comm_share_from_overlaps=from_overlaps,
+      bytes_cpu_share=bytes_given,
       block_overhead_ms=_setting(block_overhead_ms, "block_overhead_ms"),
       block_startup_ms=_setting(block_startup_ms, "block_startup_ms"),
       forward_share=(None if forward_share in ("traces", "flops") else
@@ -1266,6 +1275,16 @@ def _scaled_model(scale: float, base_model, fit: _RowFit,
   # Without a row that overlaps them, the bytes take all they need.
   model = dataclasses.replace(
       model, bytes_cpu_share=1.0 if bytes_share is None else bytes_share)
+  if settings.comm_share_from_overlaps and samples and model.cpu is not None:
+    # The same evidence for the fixed work's share, the bytes' share now
+    # as fitted (a check, not the default).
+    share = overlap_fit.fit_bytes_share(
+        fit.dag, row_cost,
+        [dataclasses.replace(s, model=dataclasses.replace(
+            s.model, bytes_cpu_share=model.bytes_cpu_share))
+         for s in samples],
+        field="comm_cpu_share")
+    model = dataclasses.replace(model, comm_cpu_share=share)
   return _ScaledModel(model, row_cost, row_cpu, share, points, row_penalty,
                       samples)
 

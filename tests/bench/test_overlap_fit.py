@@ -73,3 +73,16 @@ def test_without_evidence_the_bytes_keep_the_core():
   times = overlap_fit.model_overlap(dag, _COST, plan, _model())
   sample = overlap_fit.OverlapSample(plan, _model(), *times)
   assert overlap_fit.fit_bytes_share(dag, _COST, [sample]) == 1.0
+
+
+def test_fit_recovers_the_fixed_work_s_share_too():
+  dag = _dag()
+  samples = []
+  for groups, k in (([[2], [1, 0]], 1), ([[2], [1], [0]], 2)):
+    plan = _plan(dag, groups)
+    model = _model(unroll=k, bytes_cpu_share=0.5)
+    times = overlap_fit.model_overlap(
+        dag, _COST, plan, dataclasses.replace(model, comm_cpu_share=0.05))
+    samples.append(overlap_fit.OverlapSample(plan, model, *times))
+  assert overlap_fit.fit_bytes_share(
+      dag, _COST, samples, field="comm_cpu_share") == pytest.approx(0.05)

@@ -430,6 +430,19 @@ def test_fixed_cost_is_at_least_its_cpu_part(tmp_path):
                               cpu_cost=str(tmp_path / "cpu.json"))
   assert own["rows"]["pace@1"]["calibration"]["cpu_fixed_s"] == (
       pytest.approx(1.5e-3))
+  # --comm_cpu_share=overlaps (a check): the share fitted to the rows that
+  # overlap the backward pass instead of the small collectives' times.
+  fitted = validate_sim.validate(str(tmp_path),
+                                 cpu_cost=str(tmp_path / "cpu.json"),
+                                 comm_cpu_share="overlaps")
+  calib = fitted["rows"]["pace@1"]["calibration"]
+  # No row here releases a collective before its backward pass ends: no
+  # evidence, and the small collectives' share stands
+  # (tests/bench/test_overlap_fit.py fits one).
+  assert calib["overlap_traces"] == 0
+  assert calib["comm_cpu_share"] == (
+      own["rows"]["pace@1"]["calibration"]["comm_cpu_share"])
+  assert fitted["inputs"]["settings"]["comm_cpu_share"] == "overlaps"
 
 
 def test_sparse_gradients_are_all_gathered_not_block_overhead(tmp_path):

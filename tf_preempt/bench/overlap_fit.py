@@ -61,8 +61,8 @@ def backward_end(dag, run) -> float:
 
 
 def fit_bytes_share(dag, cost, samples: Sequence[OverlapSample],
-                    shares: Sequence[float] = BYTES_SHARES
-                    ) -> Optional[float]:
+                    shares: Sequence[float] = BYTES_SHARES,
+                    field: str = "bytes_cpu_share") -> Optional[float]:
   """The bytes share closest to the samples' two times.
 
   Args:
@@ -70,6 +70,9 @@ def fit_bytes_share(dag, cost, samples: Sequence[OverlapSample],
     cost: the cost model of a collective alone.
     samples: the other rows' `OverlapSample`s.
     shares: candidates, each in (0, 1].
+    field: the `ExecutionModel` share varied: the bytes' share, or
+      "comm_cpu_share", the share of a collective's fixed CPU work (the
+      samples' models keep the other).
 
   Returns:
     The share with the least sum of absolute deviations of both times over
@@ -83,8 +86,7 @@ def fit_bytes_share(dag, cost, samples: Sequence[OverlapSample],
     total = 0.0
     for s in samples:
       backward_end, first_end = model_overlap(
-          dag, cost, s.plan,
-          dataclasses.replace(s.model, bytes_cpu_share=share))
+          dag, cost, s.plan, dataclasses.replace(s.model, **{field: share}))
       total += (abs(backward_end - s.backward_end_s) +
                 abs(first_end - s.first_end_s))
     return total
