@@ -34,7 +34,6 @@ Prints the phases; nothing here is asserted.
 import json
 import os
 import statistics
-import sys
 import tempfile
 from typing import Any, Dict, List, Sequence
 
