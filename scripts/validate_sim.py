@@ -1278,12 +1278,11 @@ def _scaled_model(scale: float, base_model, fit: _RowFit,
   if settings.comm_share_from_overlaps and samples and model.cpu is not None:
     # The same evidence for the fixed work's share, the bytes' share now
     # as fitted (a check, not the default).
-    share = overlap_fit.fit_bytes_share(
+    share = overlap_fit.fit_share(
         fit.dag, row_cost,
         [dataclasses.replace(s, model=dataclasses.replace(
             s.model, bytes_cpu_share=model.bytes_cpu_share))
-         for s in samples],
-        field="comm_cpu_share")
+         for s in samples], "comm_cpu_share")
     model = dataclasses.replace(model, comm_cpu_share=share)
   return _ScaledModel(model, row_cost, row_cpu, share, points, row_penalty,
                       samples)

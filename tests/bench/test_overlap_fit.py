@@ -84,5 +84,5 @@ def test_fit_recovers_the_fixed_work_s_share_too():
     times = overlap_fit.model_overlap(
         dag, _COST, plan, dataclasses.replace(model, comm_cpu_share=0.05))
     samples.append(overlap_fit.OverlapSample(plan, model, *times))
-  assert overlap_fit.fit_bytes_share(
-      dag, _COST, samples, field="comm_cpu_share") == pytest.approx(0.05)
+  assert overlap_fit.fit_share(
+      dag, _COST, samples, "comm_cpu_share") == pytest.approx(0.05)

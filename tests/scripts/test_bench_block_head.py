@@ -2,8 +2,6 @@
 
 import json
 import statistics
-import subprocess
-import sys
 
 import pytest
 
@@ -56,11 +54,10 @@ def test_summarize_refuses_an_incomplete_repeat_or_two_batches():
 @pytest.mark.slow
 def test_tiny_real_run_is_the_early_share_of_its_machine(tmp_path):
   out = tmp_path / "2026-12-07-block-head"
-  result = subprocess.run(
-      [sys.executable, scripts.script_path("bench_block_head"),
-       "--models=transformer_tiny", "--batch_sizes=4", "--repeats=1",
-       "--blocks=2", "--timeout_s=200", f"--out={out}"], cwd=scripts.REPO,
-      capture_output=True, text=True, timeout=500)
+  result = scripts.run_script(
+      "bench_block_head",
+      ["--models=transformer_tiny", "--batch_sizes=4", "--repeats=1",
+       "--blocks=2", "--timeout_s=200", f"--out={out}"], timeout=500)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(out / "block_head.json") as f:
     probe = json.load(f)

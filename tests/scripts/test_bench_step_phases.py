@@ -3,8 +3,6 @@
 import argparse
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -72,12 +70,11 @@ def test_run_record_flattens_the_blocks():
 @pytest.mark.slow
 def test_tiny_real_runs_give_the_early_share_of_their_machine(tmp_path):
   out = tmp_path / "2026-12-08-step-phases"
-  result = subprocess.run(
-      [sys.executable, scripts.script_path("bench_step_phases"),
-       "--models=transformer_tiny", "--batch_sizes=4", "--repeats=1",
+  result = scripts.run_script(
+      "bench_step_phases",
+      ["--models=transformer_tiny", "--batch_sizes=4", "--repeats=1",
        "--blocks=2", "--warmup_steps=2", "--bandwidth=",
-       "--timeout_s=200", f"--out={out}"], cwd=scripts.REPO,
-      capture_output=True, text=True, timeout=600)
+       "--timeout_s=200", f"--out={out}"], timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(out / "step_phases.json") as f:
     probe = json.load(f)

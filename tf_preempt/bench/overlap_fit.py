@@ -61,23 +61,30 @@ def backward_end(dag, run) -> float:
 
 
 def fit_bytes_share(dag, cost, samples: Sequence[OverlapSample],
-                    shares: Sequence[float] = BYTES_SHARES,
-                    field: str = "bytes_cpu_share") -> Optional[float]:
-  """The bytes share closest to the samples' two times.
+                    shares: Sequence[float] = BYTES_SHARES
+                    ) -> Optional[float]:
+  """The bytes share closest to the samples' two times: `fit_share` of
+  `ExecutionModel.bytes_cpu_share`."""
+  return fit_share(dag, cost, samples, "bytes_cpu_share", shares)
+
+
+def fit_share(dag, cost, samples: Sequence[OverlapSample], field: str,
+              shares: Sequence[float] = BYTES_SHARES) -> Optional[float]:
+  """The core share closest to the samples' two times.
 
   Args:
     dag: the training DAG (per-op times as the row's model has them).
     cost: the cost model of a collective alone.
     samples: the other rows' `OverlapSample`s.
+    field: the `ExecutionModel` share varied, "bytes_cpu_share" or
+      "comm_cpu_share" (the share of a collective's fixed CPU work); the
+      samples' models keep the other.
     shares: candidates, each in (0, 1].
-    field: the `ExecutionModel` share varied: the bytes' share, or
-      "comm_cpu_share", the share of a collective's fixed CPU work (the
-      samples' models keep the other).
 
   Returns:
     The share with the least sum of absolute deviations of both times over
-    the samples (the largest of equals: without evidence the bytes keep
-    the core they need); None without samples.
+    the samples (the largest of equals: without evidence the collectives
+    keep the core they need); None without samples.
   """
   if not samples:
     return None

@@ -577,14 +577,12 @@ def early_share(results_dir: str, model: str,
     The share and a description; (0.0, why) if no probe has it.
   """
   parent = os.path.dirname(os.path.abspath(results_dir))
-  def link(rate):  # "2gbit" and "2Gbit" alike; None for loopback
-    return (rate and (emulated_link.link_bits_per_s(rate) or
-                      rate.strip().lower())) or None
+  bits = emulated_link.link_bits_per_s(link_rate or "")
 
-  def same_runs(measured):
+  def same_runs(measured):  # the link by its rate, as contention_cost
     return ((measured.get("heap"), measured.get("workers"),
-             link(measured.get("bandwidth"))) == (heap, workers,
-                                                  link(link_rate)))
+             emulated_link.link_bits_per_s(measured.get("bandwidth") or ""))
+            == (heap, workers, bits))
 
   phases = _machine_probe(parent, STEP_PHASES_GLOB, model, machine,
                           per_worker_batch, same_runs)

@@ -28,11 +28,12 @@ from typing import Dict, List, Optional
 
 from tf_preempt.bench import block_head
 from tf_preempt.bench import xspace
+from tf_preempt.training import config as config_lib
 
-# The training binaries' optimizer (`runner.OPTIMIZER_NAME`, Keras SGD):
-# step k of an unrolled block updates under "sgd_k/" ("sgd/" for k = 0),
-# stock Keras's K = 1 function under "StatefulPartitionedCall/sgd/".
-OPTIMIZER_SCOPE = "sgd"
+# The training binaries' optimizer: step k of an unrolled block updates
+# under "sgd_k/" ("sgd/" for k = 0), stock Keras's K = 1 function under
+# "StatefulPartitionedCall/sgd/".
+OPTIMIZER_SCOPE = config_lib.OPTIMIZER_NAME
 # Under a tf.distribute strategy each variable's update runs in a scope
 # "update_N", N the mirrored variable's component (0 with one device per
 # worker); TensorFlow makes the repeats unique per variable as

@@ -6,7 +6,9 @@ script by path to call its testable `run(...)`.
 
 import importlib.util
 import os
+import subprocess
 import sys
+from typing import Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -15,6 +17,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 def script_path(name: str) -> str:
   """The path of `scripts/<name>.py` in the source tree."""
   return os.path.join(REPO, "scripts", f"{name}.py")
+
+
+def run_script(name: str, args: Sequence[str], timeout: float
+               ) -> subprocess.CompletedProcess:
+  """Runs `scripts/<name>.py` with `args` from the repository's root, as a
+  user would; returns the finished process, its output captured as text."""
+  return subprocess.run([sys.executable, script_path(name), *args],
+                        cwd=REPO, capture_output=True, text=True,
+                        timeout=timeout)
 
 
 def load_script(name: str):

@@ -39,6 +39,11 @@ DEFAULT_STEPS = 20
 # unless --steps_per_epoch says otherwise.
 SYNTHETIC_BATCHES = 16
 TFDS_PREFIX = "tfds:"
+# The binaries' optimizer's name (Keras SGD), also its update ops' name
+# scope: "sgd", "sgd_1", ... per step of an unrolled block. Named, or Keras
+# would call a process's second SGD "sgd_1"; tf_preempt.bench.step_phases
+# finds each step's updates by it.
+OPTIMIZER_NAME = "sgd"
 # Blocks --tf_profiler_dir profiles unless --tf_profiler_blocks says.
 DEFAULT_PROFILER_BLOCKS = 4
 

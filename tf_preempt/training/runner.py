@@ -27,9 +27,6 @@ from tf_preempt.training import config as config_lib
 from tf_preempt.training import data
 from tf_preempt.training import profiling
 
-# The optimizer's name: its update ops' name scope, per step of an unrolled
-# block "sgd", "sgd_1", ...
-OPTIMIZER_NAME = "sgd"
 # Set on the stats when --profile_steps is given but this installation has no
 # profile-and-re-plan callback.
 PROFILE_NOT_WIRED = ("profiling is not wired: tf_preempt.keras has no "
@@ -349,11 +346,9 @@ def run(config: config_lib.TrainConfig, callbacks: Sequence[Any] = (),
     with strategy.scope():
       model, dataset, dataset_steps = _model_and_data(config)
       model.compile(
-          # Named: Keras would call a process's second SGD "sgd_1", and
-          # the profile readers (tf_preempt.bench.step_phases) find each
-          # step's updates by this scope.
-          optimizer=keras.optimizers.SGD(config.learning_rate, momentum=0.9,
-                                         name=OPTIMIZER_NAME),
+          optimizer=keras.optimizers.SGD(
+              config.learning_rate, momentum=0.9,
+              name=config_lib.OPTIMIZER_NAME),
           loss=keras.losses.SparseCategoricalCrossentropy(),
           metrics=["accuracy"], steps_per_execution=config.unroll)
   finally:
